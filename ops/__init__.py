@@ -1,0 +1,62 @@
+"""The typed op interface every model and the runtime call; platforms provide implementations.
+
+Call ops through the module (`from sglang import ops; ops.rms_norm(...)`), never by importing
+the function, so the binding chosen at startup (`sglang.ops.binding.bind`) is the one called.
+Until a platform binds, every name is its reference implementation.
+"""
+
+from sglang.ops.activation import gelu_and_mul, silu_and_mul
+from sglang.ops.attention import (
+    AttentionBackend,
+    AttentionInputs,
+    AttentionLayer,
+    AttentionMetadata,
+    ReferenceAttention,
+)
+from sglang.ops.binding import REFERENCE_OPS, OpBinding, bind
+from sglang.ops.collectives import Communicator, SingleProcessCommunicator, TorchDistributedCommunicator
+from sglang.ops.device import DeviceRuntime, MemoryInfo
+from sglang.ops.kv_store import store_kv
+from sglang.ops.linear import embedding, linear
+from sglang.ops.moe import moe_experts, moe_route
+from sglang.ops.norm import fused_add_rms_norm, rms_norm
+from sglang.ops.rotary import RopeScaling, RotaryTable, apply_rotary
+from sglang.ops.sampling import SamplingTensors, apply_penalties, apply_token_bitmask, log_softmax, sample
+
+attention_backend: type[AttentionBackend] = ReferenceAttention
+device_runtime: type[DeviceRuntime] = DeviceRuntime
+
+__all__ = [
+    "REFERENCE_OPS",
+    "AttentionBackend",
+    "AttentionInputs",
+    "AttentionLayer",
+    "AttentionMetadata",
+    "Communicator",
+    "DeviceRuntime",
+    "MemoryInfo",
+    "OpBinding",
+    "ReferenceAttention",
+    "RopeScaling",
+    "RotaryTable",
+    "SamplingTensors",
+    "SingleProcessCommunicator",
+    "TorchDistributedCommunicator",
+    "apply_penalties",
+    "apply_rotary",
+    "apply_token_bitmask",
+    "attention_backend",
+    "bind",
+    "device_runtime",
+    "embedding",
+    "fused_add_rms_norm",
+    "gelu_and_mul",
+    "linear",
+    "log_softmax",
+    "moe_experts",
+    "moe_route",
+    "rms_norm",
+    "sample",
+    "silu_and_mul",
+    "store_kv",
+]

@@ -1,0 +1,151 @@
+"""Attention over a paged KV cache: the backend interface, its metadata, and the reference.
+
+A step's batch is a list of sequences; sequence `i` has `seq_lens[i]` tokens in the cache after
+the step, the last `extend_lens[i]` of which are new in this step (the rest is its cached prefix).
+Queries, keys and values of the new tokens are packed sequence after sequence (`[T, H, D]`,
+`T = sum(extend_lens)`). Decode is the case `extend_lens == [1] * B`; prefill of an uncached
+prompt is `extend_lens == seq_lens`; any mix of the two is a valid batch.
+
+`kv_slots` lists, sequence after sequence, the cache slot of every token of that sequence, its
+new tokens included, so the backend both knows where to read and where to write.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+import torch
+
+from sglang.ops import kv_store
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    """Per-layer facts the kernel needs; fixed at model construction."""
+
+    layer_id: int
+    scale: float
+    sliding_window: int | None = None
+    logit_softcap: float | None = None
+
+
+@dataclass(frozen=True)
+class AttentionInputs:
+    """Backend-neutral description of one step's batch (host-side lengths, device-side slots)."""
+
+    seq_lens: tuple[int, ...]
+    extend_lens: tuple[int, ...]
+    kv_slots: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if len(self.seq_lens) != len(self.extend_lens):
+            raise ValueError("seq_lens and extend_lens differ in length")
+        if any(e < 0 or e > s for s, e in zip(self.seq_lens, self.extend_lens)):
+            raise ValueError("every extend length must lie in [0, seq_len]")
+        if self.kv_slots.numel() != sum(self.seq_lens):
+            raise ValueError(f"kv_slots has {self.kv_slots.numel()} entries, expected {sum(self.seq_lens)}")
+
+    @property
+    def prefix_lens(self) -> tuple[int, ...]:
+        return tuple(s - e for s, e in zip(self.seq_lens, self.extend_lens))
+
+    @property
+    def is_decode(self) -> bool:
+        return all(e == 1 for e in self.extend_lens)
+
+    @property
+    def kv_starts(self) -> tuple[int, ...]:
+        return (0, *accumulate(self.seq_lens))
+
+    @property
+    def q_starts(self) -> tuple[int, ...]:
+        return (0, *accumulate(self.extend_lens))
+
+    def new_slots(self) -> torch.Tensor:
+        """The slots the step's new tokens are written to, in packed order."""
+        starts = self.kv_starts
+        parts = [
+            self.kv_slots[starts[i + 1] - e : starts[i + 1]] for i, e in enumerate(self.extend_lens) if e
+        ]
+        return torch.cat(parts) if parts else self.kv_slots[:0]
+
+
+@dataclass
+class AttentionMetadata:
+    """What `plan` derives once per step and every layer reuses. Backends subclass it."""
+
+    inputs: AttentionInputs
+    new_slots: torch.Tensor = field(repr=False)
+
+
+class AttentionBackend(ABC):
+    """One instance per model; `plan` once per step, `forward` once per layer."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
+                 device: torch.device) -> None:
+        if num_heads % num_kv_heads:
+            raise ValueError(f"{num_heads} query heads are not a multiple of {num_kv_heads} KV heads")
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.dtype = dtype
+        self.device = device
+
+    def kv_buffer_shape(self, num_slots: int) -> tuple[int, ...]:
+        """The layout this backend wants for one layer's KV buffer; the pool allocates it."""
+        return (2, num_slots, self.num_kv_heads, self.head_dim)
+
+    def plan(self, inputs: AttentionInputs) -> AttentionMetadata:
+        return AttentionMetadata(inputs=inputs, new_slots=inputs.new_slots())
+
+    @abstractmethod
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        kv_buffer: torch.Tensor,
+        metadata: AttentionMetadata,
+        layer: AttentionLayer,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`q` `[T, Hq, D]`, `k`/`v` `[T, Hk, D]` -> (`[T, Hq, D]`, the KV buffer it wrote)."""
+
+
+def visible_mask(
+    q_positions: torch.Tensor, kv_len: int, sliding_window: int | None
+) -> torch.Tensor:
+    """`[n, kv_len]` bool: a query at position p sees keys at positions `p - window < j <= p`."""
+    kv_positions = torch.arange(kv_len, device=q_positions.device)
+    mask = kv_positions[None, :] <= q_positions[:, None]
+    if sliding_window is not None:
+        mask &= kv_positions[None, :] > q_positions[:, None] - sliding_window
+    return mask
+
+
+class ReferenceAttention(AttentionBackend):
+    """Eager float32 softmax attention, one sequence at a time: the correctness oracle."""
+
+    def forward(self, q, k, v, kv_buffer, metadata, layer):
+        kv_buffer = kv_store.store_kv(kv_buffer, metadata.new_slots, k, v)
+        inputs = metadata.inputs
+        group = self.num_heads // self.num_kv_heads
+        out = torch.empty_like(q)
+        q_starts, kv_starts = inputs.q_starts, inputs.kv_starts
+        for i, (seq_len, prefix_len) in enumerate(zip(inputs.seq_lens, inputs.prefix_lens)):
+            if q_starts[i] == q_starts[i + 1]:
+                continue
+            slots = inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]
+            keys = kv_buffer[0, slots].float().repeat_interleave(group, dim=1)
+            values = kv_buffer[1, slots].float().repeat_interleave(group, dim=1)
+            queries = q[q_starts[i] : q_starts[i + 1]].float()
+            scores = torch.einsum("qhd,khd->hqk", queries, keys) * layer.scale
+            if layer.logit_softcap is not None:
+                scores = layer.logit_softcap * torch.tanh(scores / layer.logit_softcap)
+            q_positions = torch.arange(prefix_len, seq_len, device=q.device)
+            mask = visible_mask(q_positions, seq_len, layer.sliding_window)
+            scores = scores.masked_fill(~mask[None], float("-inf"))
+            probs = scores.softmax(dim=-1)
+            out[q_starts[i] : q_starts[i + 1]] = torch.einsum("hqk,khd->qhd", probs, values).to(q.dtype)
+        return out, kv_buffer

@@ -1,0 +1,54 @@
+"""Mixture of experts: routing (top-k over router logits) and the gated-MLP expert computation.
+
+Kept apart from any token dispatch or communication, so expert parallelism can wrap these two.
+Expert weights are stacked: `w13` `[E, 2 * I, H]` holds each expert's `[gate | up]` projection,
+`w2` `[E, H, I]` its down projection.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sglang.ops import activation
+
+
+def moe_route(
+    router_logits: torch.Tensor, top_k: int, scoring: str = "softmax", renormalize: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns `(weights [T, k] float32, expert_ids [T, k] int64)`.
+
+    `scoring` is `softmax` (Mixtral, Qwen-MoE) or `sigmoid` (DeepSeek-V3 style); with
+    `renormalize` the k selected weights are rescaled to sum to one.
+    """
+    if scoring == "softmax":
+        scores = router_logits.float().softmax(dim=-1)
+    elif scoring == "sigmoid":
+        scores = router_logits.float().sigmoid()
+    else:
+        raise ValueError(f"unknown MoE scoring function {scoring!r}")
+    weights, ids = scores.topk(top_k, dim=-1)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights, ids
+
+
+def moe_experts(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    weights: torch.Tensor,
+    expert_ids: torch.Tensor,
+    activation_name: str = "silu",
+) -> torch.Tensor:
+    """`sum_k weights[t, k] * expert_{ids[t, k]}(x[t])` for every token `t`.
+
+    The reference runs every expert on every token and weights the result by a dense
+    `[T, E]` routing matrix: static shapes, simple, and exactly the definition.
+    """
+    gated = getattr(activation, activation.GATED_ACTIVATIONS[activation_name])
+    num_experts = w13.shape[0]
+    dense = torch.zeros(x.shape[0], num_experts, dtype=torch.float32, device=x.device)
+    dense.scatter_add_(1, expert_ids, weights.float())
+    hidden = gated(torch.einsum("th,eih->eti", x, w13))
+    expert_out = torch.einsum("eti,ehi->eth", hidden, w2)
+    return torch.einsum("eth,te->th", expert_out.float(), dense).to(x.dtype)

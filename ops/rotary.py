@@ -1,0 +1,126 @@
+"""Rotary position embedding: the cos/sin table for each scaling variant, and its application.
+
+The table is built once at model construction (`RotaryTable.build`), so the forward pass only
+indexes it by position: no data-dependent shapes and no host reads, which keeps the op usable
+under graph capture and under JAX's jit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A normalized view of a config's `rope_scaling` / `rope_parameters`.
+
+    `kind` is one of `default`, `linear`, `dynamic`, `llama3`.
+    """
+
+    kind: str = "default"
+    factor: float = 1.0
+    original_max_position: int | None = None
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+
+    SUPPORTED = ("default", "linear", "dynamic", "llama3")
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any] | None) -> RopeScaling:
+        if not raw:
+            return cls()
+        kind = raw.get("rope_type") or raw.get("type") or "default"
+        if kind not in cls.SUPPORTED:
+            raise ValueError(f"rope scaling {kind!r} is not supported (supported: {', '.join(cls.SUPPORTED)})")
+        original = raw.get("original_max_position_embeddings")
+        return cls(
+            kind=kind,
+            factor=float(raw.get("factor", 1.0)),
+            original_max_position=int(original) if original is not None else None,
+            low_freq_factor=float(raw.get("low_freq_factor", 1.0)),
+            high_freq_factor=float(raw.get("high_freq_factor", 4.0)),
+        )
+
+
+def _inv_freq(dim: int, base: float) -> torch.Tensor:
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+
+
+def _llama3_inv_freq(inv_freq: torch.Tensor, s: RopeScaling, original_max: int) -> torch.Tensor:
+    """Llama 3.1: long wavelengths are divided by `factor`, short ones kept, the band between
+    interpolated smoothly."""
+    low_wavelen = original_max / s.low_freq_factor
+    high_wavelen = original_max / s.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    smooth = (original_max / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    interpolated = (1 - smooth) * inv_freq / s.factor + smooth * inv_freq
+    out = torch.where(wavelen > low_wavelen, inv_freq / s.factor, inv_freq)
+    mid = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(mid, interpolated, out)
+
+
+@dataclass(frozen=True)
+class RotaryTable:
+    """`cos_sin[p]` is `[cos(p * f) | sin(p * f)]` over the `rotary_dim / 2` frequencies."""
+
+    cos_sin: torch.Tensor
+    rotary_dim: int
+
+    @classmethod
+    def build(
+        cls, rotary_dim: int, max_position: int, base: float, scaling: RopeScaling = RopeScaling()
+    ) -> RotaryTable:
+        """Dynamic NTK scaling is applied per position: position `p` uses the base Hugging Face
+        computes for a sequence of length `p + 1`. This equals HF's incremental decoding and, for
+        prompts within `original_max_position`, HF's prefill too."""
+        positions = torch.arange(max_position, dtype=torch.float64)
+        inv_freq = _inv_freq(rotary_dim, base)
+        original_max = scaling.original_max_position or max_position
+        if scaling.kind == "linear":
+            inv_freq = inv_freq / scaling.factor
+        elif scaling.kind == "llama3":
+            inv_freq = _llama3_inv_freq(inv_freq, scaling, original_max)
+        if scaling.kind == "dynamic":
+            seq_len = torch.clamp(positions + 1, min=original_max)
+            scaled_base = base * (
+                (scaling.factor * seq_len / original_max) - (scaling.factor - 1)
+            ) ** (rotary_dim / (rotary_dim - 2))
+            exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
+            freqs = positions[:, None] / scaled_base[:, None] ** exponents[None, :]
+        else:
+            freqs = positions[:, None] * inv_freq[None, :]
+        cos_sin = torch.cat([freqs.cos(), freqs.sin()], dim=-1).float()
+        return cls(cos_sin=cos_sin, rotary_dim=rotary_dim)
+
+
+def apply_rotary(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin: torch.Tensor,
+    is_neox: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotates `q` `[T, Hq, D]` and `k` `[T, Hk, D]` by their token positions `[T]`.
+
+    `is_neox` pairs dimension `i` with `i + D/2` (Llama/HF layout); otherwise adjacent pairs
+    `(2i, 2i+1)` are rotated (GPT-J layout). Returns new tensors in the inputs' dtype.
+    """
+    cos, sin = cos_sin.index_select(0, positions).chunk(2, dim=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        rot_dim = cos.shape[-1] * 2
+        xr, x_pass = x[..., :rot_dim].float(), x[..., rot_dim:]
+        if is_neox:
+            x1, x2 = xr.chunk(2, dim=-1)
+            out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        else:
+            x1, x2 = xr[..., 0::2], xr[..., 1::2]
+            out = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
+        return torch.cat([out.to(x.dtype), x_pass], dim=-1)
+
+    return rotate(q), rotate(k)

@@ -1,0 +1,1 @@
+"""The cpu platform package; see `platform.CpuPlatform`."""

@@ -1,0 +1,99 @@
+"""CPU attention with torch's fused scaled-dot-product kernel.
+
+Decode rows (one new token) are batched: their cached K/V are gathered into a padded
+`[B, Hk, L, D]` block with a validity mask, and one SDPA call with grouped-query broadcasting
+(`enable_gqa`) serves them all. Extend rows (prefill, possibly after a cached prefix) run one
+SDPA call per sequence with a bottom-right causal mask. On this CPU, GQA broadcasting inside
+SDPA is ~3.5x faster than repeating K/V first (STACK-FACTS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from sglang.ops import store_kv as reference_store_kv
+from sglang.ops.attention import (
+    AttentionBackend,
+    AttentionInputs,
+    AttentionMetadata,
+    ReferenceAttention,
+    visible_mask,
+)
+
+
+@dataclass
+class CpuAttentionMetadata(AttentionMetadata):
+    decode_rows: torch.Tensor | None = None
+    """Indices (into the batch) of decode sequences, batched together."""
+    decode_q_index: torch.Tensor | None = None
+    """Packed-token index of each decode row's query."""
+    decode_slots: torch.Tensor | None = None
+    """`[Bd, Lmax]` cache slots per decode row, padded with slot 0."""
+    decode_valid: torch.Tensor | None = None
+    """`[Bd, 1, 1, Lmax]` bool: which padded positions are real (and inside the window)."""
+    decode_seq_lens: torch.Tensor | None = None
+    extend_rows: tuple[int, ...] = ()
+
+
+class CpuSdpaAttention(AttentionBackend):
+    def plan(self, inputs: AttentionInputs) -> CpuAttentionMetadata:
+        decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
+        extend = tuple(i for i, e in enumerate(inputs.extend_lens) if e > 1)
+        meta = CpuAttentionMetadata(inputs=inputs, new_slots=inputs.new_slots(), extend_rows=extend)
+        if decode:
+            lens = torch.tensor([inputs.seq_lens[i] for i in decode])
+            max_len = int(lens.max())
+            slots = torch.zeros(len(decode), max_len, dtype=torch.long)
+            kv_starts = inputs.kv_starts
+            for row, i in enumerate(decode):
+                slots[row, : inputs.seq_lens[i]] = inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]
+            meta.decode_rows = torch.tensor(decode)
+            meta.decode_q_index = torch.tensor([inputs.q_starts[i] for i in decode])
+            meta.decode_slots = slots.to(self.device)
+            meta.decode_seq_lens = lens
+            meta.decode_valid = (torch.arange(max_len)[None, :] < lens[:, None])[:, None, None, :]
+        return meta
+
+    def forward(self, q, k, v, kv_buffer, metadata, layer):
+        if layer.logit_softcap is not None:
+            # SDPA has no logit soft-capping; the reference computes it exactly.
+            return ReferenceAttention.forward(self, q, k, v, kv_buffer, metadata, layer)
+        kv_buffer = reference_store_kv(kv_buffer, metadata.new_slots, k, v)
+        out = torch.empty_like(q)
+        if metadata.decode_rows is not None:
+            out[metadata.decode_q_index] = self._decode(q, kv_buffer, metadata, layer)
+        inputs = metadata.inputs
+        q_starts, kv_starts = inputs.q_starts, inputs.kv_starts
+        for i in metadata.extend_rows:
+            seq_len, prefix_len = inputs.seq_lens[i], inputs.prefix_lens[i]
+            slots = inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]
+            queries = q[q_starts[i] : q_starts[i + 1]].transpose(0, 1)
+            keys = kv_buffer[0, slots].transpose(0, 1)
+            values = kv_buffer[1, slots].transpose(0, 1)
+            if prefix_len == 0 and layer.sliding_window is None:
+                mask, causal = None, True
+            else:
+                positions = torch.arange(prefix_len, seq_len, device=q.device)
+                mask, causal = visible_mask(positions, seq_len, layer.sliding_window), False
+            attended = F.scaled_dot_product_attention(
+                queries, keys, values, attn_mask=mask, is_causal=causal, scale=layer.scale, enable_gqa=True
+            )
+            out[q_starts[i] : q_starts[i + 1]] = attended.transpose(0, 1)
+        return out, kv_buffer
+
+    def _decode(self, q, kv_buffer, meta: CpuAttentionMetadata, layer) -> torch.Tensor:
+        queries = q[meta.decode_q_index].unsqueeze(2)
+        keys = kv_buffer[0][meta.decode_slots].transpose(1, 2)
+        values = kv_buffer[1][meta.decode_slots].transpose(1, 2)
+        valid = meta.decode_valid
+        if layer.sliding_window is not None:
+            positions = torch.arange(valid.shape[-1])
+            in_window = positions[None, :] >= (meta.decode_seq_lens[:, None] - layer.sliding_window)
+            valid = valid & in_window[:, None, None, :]
+        attended = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=valid, scale=layer.scale, enable_gqa=True
+        )
+        return attended.squeeze(2)

@@ -1,0 +1,51 @@
+"""CPU implementations of the ops where a different kernel pays on this hardware."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from sglang.ops import activation
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """torch's fused RMSNorm, in float32 for accuracy like the reference."""
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    summed = x + residual
+    return rms_norm(summed, weight, eps), summed
+
+
+def moe_experts(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    weights: torch.Tensor,
+    expert_ids: torch.Tensor,
+    activation_name: str = "silu",
+) -> torch.Tensor:
+    """Runs each expert only on the tokens routed to it (sparse), accumulating in float32.
+
+    The host reads which experts are hit; the CPU gains nothing from static shapes here.
+    """
+    gated = getattr(activation, activation.GATED_ACTIVATIONS[activation_name])
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float32, device=x.device)
+    flat_ids = expert_ids.flatten()
+    order = flat_ids.argsort(stable=True)
+    counts = torch.bincount(flat_ids, minlength=w13.shape[0]).tolist()
+    token_of = order // expert_ids.shape[1]
+    flat_weights = weights.flatten()[order]
+    start = 0
+    for expert, count in enumerate(counts):
+        if count == 0:
+            continue
+        tokens = token_of[start : start + count]
+        hidden = gated(F.linear(x[tokens], w13[expert]))
+        contribution = F.linear(hidden, w2[expert]).float() * flat_weights[start : start + count, None]
+        out.index_add_(0, tokens, contribution)
+        start += count
+    return out.to(x.dtype)
