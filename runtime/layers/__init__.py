@@ -1,0 +1,1 @@
+"""Building blocks models are assembled from; every computation goes through `sglang.ops`."""

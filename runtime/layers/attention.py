@@ -1,0 +1,56 @@
+"""Self-attention of a decoder layer: fused QKV projection, optional per-head q/k norm, rotary,
+paged attention through the platform's backend, output projection."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sglang import ops
+from sglang.ops.attention import AttentionLayer
+from sglang.runtime.forward_context import ForwardContext
+from sglang.runtime.layers.linear import Linear, MergedLinear
+from sglang.runtime.layers.norm import RMSNorm
+from sglang.runtime.model_config import ModelConfig
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, qk_norm: bool, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.num_kv_heads = config.num_kv_heads
+        self.head_dim = config.head_dim
+        q_width = config.num_heads * config.head_dim
+        kv_width = config.num_kv_heads * config.head_dim
+        self.qkv_proj = MergedLinear(
+            "qkv_proj",
+            config.hidden_size,
+            {"q_proj": q_width, "k_proj": kv_width, "v_proj": kv_width},
+            bias=config.attention_bias,
+            dtype=dtype,
+        )
+        self.o_proj = Linear(q_width, config.hidden_size, bias=False, dtype=dtype)
+        self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps, dtype) if qk_norm else None
+        self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps, dtype) if qk_norm else None
+        self.layer = AttentionLayer(
+            layer_id=layer_id,
+            scale=config.head_dim**-0.5,
+            sliding_window=config.sliding_window_for(layer_id),
+        )
+
+    def forward(
+        self, positions: torch.Tensor, hidden: torch.Tensor, cos_sin: torch.Tensor, ctx: ForwardContext
+    ) -> torch.Tensor:
+        tokens = hidden.shape[0]
+        q, k, v = self.qkv_proj.split(self.qkv_proj(hidden))
+        q = q.view(tokens, self.num_heads, self.head_dim)
+        k = k.view(tokens, self.num_kv_heads, self.head_dim)
+        v = v.view(tokens, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = ops.apply_rotary(positions, q, k, cos_sin)
+        layer_id = self.layer.layer_id
+        out, ctx.kv_buffers[layer_id] = ctx.attn_backend.forward(
+            q, k, v, ctx.kv_buffers[layer_id], ctx.attn_metadata, self.layer
+        )
+        return self.o_proj(out.reshape(tokens, self.num_heads * self.head_dim))

@@ -1,0 +1,70 @@
+"""A sparse mixture-of-experts block: router, stacked experts, optional gated shared expert."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sglang import ops
+from sglang.runtime.layers.linear import Linear, Shards, empty_parameter
+from sglang.runtime.layers.mlp import GatedMLP, gated_activation_op
+from sglang.runtime.model_config import ModelConfig
+
+# Checkpoints name an expert's projections either Llama-style or Mixtral-style (w1/w3/w2).
+_GATE_NAMES = ("gate_proj", "w1")
+_UP_NAMES = ("up_proj", "w3")
+_DOWN_NAMES = ("down_proj", "w2")
+
+
+class Experts(nn.Module):
+    """`gate_up_proj` `[E, 2I, H]` (`[gate | up]` per expert) and `down_proj` `[E, H, I]`: the
+    stacked layout `ops.moe_experts` takes, and the one transformers v5 keeps in memory."""
+
+    def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.intermediate_size = intermediate_size
+        self.gate_up_proj = empty_parameter(num_experts, 2 * intermediate_size, hidden_size, dtype=dtype)
+        self.down_proj = empty_parameter(num_experts, hidden_size, intermediate_size, dtype=dtype)
+
+    def checkpoint_shards(self) -> Shards:
+        width = self.intermediate_size
+        shards: Shards = {}
+        for e in range(self.num_experts):
+            for names, param, index in (
+                (_GATE_NAMES, "gate_up_proj", (e, slice(0, width))),
+                (_UP_NAMES, "gate_up_proj", (e, slice(width, 2 * width))),
+                (_DOWN_NAMES, "down_proj", (e,)),
+            ):
+                for name in names:
+                    shards[f"experts.{e}.{name}.weight"] = (f"experts.{param}", index)
+        return shards
+
+
+class SparseMoE(nn.Module):
+    def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
+        super().__init__()
+        moe = config.moe
+        assert moe is not None, "SparseMoE needs a config with experts"
+        self.top_k = moe.top_k
+        self.renormalize = moe.renormalize
+        self.activation = config.hidden_act
+        gated_activation_op(config.hidden_act)
+        self.gate = Linear(config.hidden_size, moe.num_experts, bias=False, dtype=dtype)
+        self.experts = Experts(moe.num_experts, config.hidden_size, moe.intermediate_size, dtype)
+        self.shared_expert: GatedMLP | None = None
+        self.shared_expert_gate: Linear | None = None
+        if moe.shared_expert_intermediate_size:
+            self.shared_expert = GatedMLP(
+                config.hidden_size, moe.shared_expert_intermediate_size, config.hidden_act, dtype
+            )
+            self.shared_expert_gate = Linear(config.hidden_size, 1, bias=False, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights, expert_ids = ops.moe_route(self.gate(x), self.top_k, "softmax", self.renormalize)
+        out = ops.moe_experts(
+            x, self.experts.gate_up_proj, self.experts.down_proj, weights, expert_ids, self.activation
+        )
+        if self.shared_expert is not None:
+            out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+        return out

@@ -1,0 +1,104 @@
+"""The decoder-only transformer every supported architecture is an instance of.
+
+Architectures differ in declared facts (q/k norm, checkpoint renames) and in what the config
+says (QKV bias, sliding window, experts); the computation is written once here and calls only
+`sglang.ops` and the attention backend in the forward context. The forward reads no tensor
+values into Python and has no data-dependent shapes, so it also runs under JAX's jit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from sglang import ops
+from sglang.ops.rotary import RotaryTable
+from sglang.runtime.forward_context import ForwardContext
+from sglang.runtime.layers.attention import SelfAttention
+from sglang.runtime.layers.linear import Linear, empty_parameter
+from sglang.runtime.layers.mlp import GatedMLP
+from sglang.runtime.layers.moe import SparseMoE
+from sglang.runtime.layers.norm import RMSNorm
+from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.models.weights import load_weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, qk_norm: bool, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+        self.self_attn = SelfAttention(config, layer_id, qk_norm, dtype)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+        if config.moe is not None and config.moe.is_moe_layer(layer_id):
+            self.mlp: nn.Module = SparseMoE(config, dtype)
+        else:
+            self.mlp = GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act, dtype)
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        hidden: torch.Tensor,
+        residual: torch.Tensor | None,
+        cos_sin: torch.Tensor,
+        ctx: ForwardContext,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if residual is None:
+            residual, hidden = hidden, self.input_layernorm(hidden)
+        else:
+            hidden, residual = self.input_layernorm(hidden, residual)
+        hidden = self.self_attn(positions, hidden, cos_sin, ctx)
+        hidden, residual = self.post_attention_layernorm(hidden, residual)
+        return self.mlp(hidden), residual
+
+
+class DecoderModel(nn.Module):
+    def __init__(self, config: ModelConfig, qk_norm: bool, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Module()
+        self.embed_tokens.weight = empty_parameter(config.vocab_size, config.hidden_size, dtype=dtype)
+        self.layers = nn.ModuleList(DecoderLayer(config, i, qk_norm, dtype) for i in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, ctx: ForwardContext
+    ) -> torch.Tensor:
+        hidden = ops.embedding(input_ids, self.embed_tokens.weight)
+        residual = None
+        for layer in self.layers:
+            hidden, residual = layer(positions, hidden, residual, cos_sin, ctx)
+        hidden, _ = self.norm(hidden, residual)
+        return hidden
+
+
+class DecoderForCausalLM(nn.Module):
+    """`forward` returns final hidden states `[T, H]`; `compute_logits` maps the rows the caller
+    selects (usually each sequence's last token) to float32 logits `[N, V]`."""
+
+    qk_norm: ClassVar[bool] = False
+    checkpoint_renames: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.config = config
+        self.dtype = dtype
+        self.tie_word_embeddings = config.tie_word_embeddings
+        self.model = DecoderModel(config, self.qk_norm, dtype)
+        if config.tie_word_embeddings:
+            self.lm_head = nn.Module()
+            self.lm_head.weight = self.model.embed_tokens.weight
+        else:
+            self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False, dtype=dtype)
+        table = RotaryTable.build(config.head_dim, config.max_position, config.rope_theta, config.rope_scaling)
+        self.register_buffer("cos_sin", table.cos_sin, persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        return self.model(input_ids, positions, self.cos_sin, ctx)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return ops.linear(hidden, self.lm_head.weight).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        load_weights(self, weights, renames=self.checkpoint_renames)

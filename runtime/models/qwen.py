@@ -1,0 +1,11 @@
+"""Qwen dense architectures: Qwen2 (QKV bias, from the config) and Qwen3 (per-head q/k RMSNorm)."""
+
+from sglang.runtime.models.decoder import DecoderForCausalLM
+
+
+class Qwen2ForCausalLM(DecoderForCausalLM):
+    pass
+
+
+class Qwen3ForCausalLM(DecoderForCausalLM):
+    qk_norm = True
