@@ -1,0 +1,118 @@
+"""A Hugging Face config dict from GGUF metadata.
+
+llama.cpp stores hyperparameters under `{architecture}.*` keys; this maps them onto the keys a
+Hugging Face config.json of the same model has, so the rest of the runtime sees one config format
+whatever the checkpoint. Supported GGUF architectures are those in `ARCHITECTURES` (llama.cpp
+converts Mistral 7B-style models to `llama`, so they load as LlamaForCausalLM); anything else
+fails with UnsupportedModelError naming the architecture.
+
+Values the file stores as float32 (rope theta, rms eps) are rounded to their shortest decimal
+spelling (1e-05, not 9.999999747378752e-06), which is the value the original config.json held.
+The dict has no `torch_dtype` for quantized files (their original dtype is not recorded), so dtype
+"auto" then picks the platform default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import UnsupportedModelError
+from .gguf_file import GGUFFile
+
+
+@dataclass(frozen=True)
+class ArchitectureInfo:
+    hf_class: str
+    model_type: str
+    permuted_qk: bool
+    """llama.cpp's converter permuted Q/K rows for its rotary layout (see gguf_tensors.unpermute_qk)."""
+    qkv_bias: bool | None
+    """Whether attention projections have biases; None: decided by the tensors present."""
+
+
+ARCHITECTURES: dict[str, ArchitectureInfo] = {
+    "llama": ArchitectureInfo("LlamaForCausalLM", "llama", permuted_qk=True, qkv_bias=None),
+    "qwen2": ArchitectureInfo("Qwen2ForCausalLM", "qwen2", permuted_qk=False, qkv_bias=True),
+    "qwen3": ArchitectureInfo("Qwen3ForCausalLM", "qwen3", permuted_qk=False, qkv_bias=False),
+}
+
+# general.file_type (llama_ftype) values whose weights are unquantized, and the dtype they are in.
+_UNQUANTIZED_FILE_TYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
+
+
+def architecture_info(gf: GGUFFile) -> ArchitectureInfo:
+    arch = gf.architecture
+    if arch not in ARCHITECTURES:
+        raise UnsupportedModelError(
+            f"{gf.path.name}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})"
+        )
+    return ARCHITECTURES[arch]
+
+
+def _clean_float(value: float) -> float:
+    return float(str(np.float32(value)))
+
+
+def gguf_to_hf_config(gf: GGUFFile) -> dict[str, Any]:
+    """The config.json dict of the model in `gf` (see the module docstring)."""
+    info = architecture_info(gf)
+    heads = int(gf.require("attention.head_count"))
+    kv_heads = gf.arch_value("attention.head_count_kv", heads)
+    if not isinstance(kv_heads, int):
+        raise UnsupportedModelError(f"{gf.path.name}: per-layer KV head counts are not supported")
+    hidden = int(gf.require("embedding_length"))
+    embed = gf.tensors.get("token_embd.weight")
+    if embed is None:
+        raise UnsupportedModelError(f"{gf.path.name} has no token_embd.weight tensor")
+    qkv_bias = info.qkv_bias if info.qkv_bias is not None else "blk.0.attn_q.bias" in gf.tensors
+    config: dict[str, Any] = {
+        "architectures": [info.hf_class],
+        "model_type": info.model_type,
+        "hidden_size": hidden,
+        "num_hidden_layers": int(gf.require("block_count")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": int(gf.arch_value("attention.key_length", hidden // heads)),
+        "intermediate_size": int(gf.require("feed_forward_length")),
+        # The embedding's row count is what the weights have; the vocab_size key is optional in GGUF.
+        "vocab_size": int(embed.shape[-1]),
+        "max_position_embeddings": int(gf.require("context_length")),
+        "rope_theta": _clean_float(gf.arch_value("rope.freq_base", 10000.0)),
+        "rms_norm_eps": _clean_float(gf.require("attention.layer_norm_rms_epsilon")),
+        "hidden_act": "silu",
+        "tie_word_embeddings": "output.weight" not in gf.tensors,
+        "attention_bias": qkv_bias,
+        "mlp_bias": False,
+    }
+    for key in ("bos_token_id", "eos_token_id", "padding_token_id"):
+        value = gf.metadata.get(f"tokenizer.ggml.{key}")
+        if value is not None:
+            config[key.replace("padding", "pad")] = int(value)
+    rope_scaling = _rope_scaling(gf)
+    if rope_scaling is not None:
+        config["rope_scaling"] = rope_scaling
+    dtype = _UNQUANTIZED_FILE_TYPES.get(gf.metadata.get("general.file_type", -1))
+    if dtype is not None:
+        config["torch_dtype"] = dtype
+    return config
+
+
+def _rope_scaling(gf: GGUFFile) -> dict[str, Any] | None:
+    kind = gf.arch_value("rope.scaling.type")
+    if "rope_freqs.weight" in gf.tensors:
+        # Llama 3.1-style frequency scaling is stored as a tensor whose parameters are not recoverable.
+        raise UnsupportedModelError(
+            f"{gf.path.name}: rope frequency tensors (rope_freqs, Llama 3.1 scaling) are not supported"
+        )
+    if kind in (None, "none"):
+        return None
+    if kind not in ("linear", "yarn"):
+        raise UnsupportedModelError(f"{gf.path.name}: rope scaling {kind!r} is not supported")
+    scaling: dict[str, Any] = {"rope_type": kind, "factor": _clean_float(gf.require("rope.scaling.factor"))}
+    original = gf.arch_value("rope.scaling.original_context_length")
+    if original is not None:
+        scaling["original_max_position_embeddings"] = int(original)
+    return scaling
