@@ -1,0 +1,156 @@
+"""Page-wise allocation of KV-cache slots.
+
+The KV pool holds `num_pages * page_size` slots; slot `s` is offset `s % page_size` of page
+`s // page_size` (see ops/attention.py and ops/kv_store.py). This allocator decides which slots
+hold which tokens; the pool holds the bytes, and the radix cache says which slots are shared.
+
+Invariants:
+- Page 0 is reserved and never handed out: slot 0 (`PADDING_SLOT`) is where attention kernels
+  point padded positions (the cpu backend pads decode rows with slot 0), so no real token may
+  live there. Usable capacity is therefore `(num_pages - 1) * page_size` tokens.
+- Token `i` of a sequence lives at offset `i % page_size` of its page: a sequence starts on a
+  fresh page and fills its last page before taking a new one. Page-aligned prefixes of a
+  sequence are thus whole pages, which is what lets the radix cache share them page by page.
+- Every usable page is either free (in the free list, no allocated slot) or in use (at least
+  one allocated slot), never both. A page returns to the free list when its last allocated
+  slot is freed; slots of a page in use that were never handed out belong to the sequence
+  whose last page it is (it grows into them).
+- Freeing a slot that is not allocated (double free, padding slot, out of range) raises.
+
+Slots are CPU int64 tensors. Out of memory is not an error: allocation returns None and the
+caller evicts from the cache or retracts a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+PADDING_SLOT = 0
+
+
+def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(x, 0) - x
+
+
+def _segment_ids(n: torch.Tensor) -> torch.Tensor:
+    """For segments of `n[i]` items laid end to end, the segment of each item.
+
+    Same as `repeat_interleave(arange(len(n)), n)`, which on CPU dispatches to the thread pool
+    even for a handful of items and then stalls for milliseconds on a busy machine.
+    """
+    nonempty = n.nonzero().flatten()
+    ids = torch.zeros(int(n.sum()), dtype=torch.int64)
+    ids[_exclusive_cumsum(n)[nonempty]] = torch.diff(nonempty, prepend=nonempty.new_zeros(1))
+    return ids.cumsum(0)
+
+
+class PagedTokenAllocator:
+    """Hands out KV slots page-wise; `page_size == 1` is token-granular allocation."""
+
+    def __init__(self, num_pages: int, page_size: int) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
+        if num_pages < 2:
+            raise ValueError(f"num_pages must be at least 2 (page 0 is reserved), got {num_pages}")
+        self.num_pages = num_pages
+        self.page_size = page_size
+        self.clear()
+
+    def clear(self) -> None:
+        """Frees everything (cache flush with no request running)."""
+        self._allocated = torch.zeros(self.num_slots, dtype=torch.bool)
+        self._page_use = torch.zeros(self.num_pages, dtype=torch.int64)
+        # A stack: popping from the end hands out low pages first and reuses recently freed ones.
+        self._free_pages: list[int] = list(range(self.num_pages - 1, 0, -1))
+
+    @property
+    def num_slots(self) -> int:
+        """Size of the KV buffer the pool must allocate, padding page included."""
+        return self.num_pages * self.page_size
+
+    @property
+    def num_free_pages(self) -> int:
+        return len(self._free_pages)
+
+    def available_tokens(self) -> int:
+        """Tokens that fit on free pages (room left in sequences' partial last pages excluded)."""
+        return len(self._free_pages) * self.page_size
+
+    def allocated_slots(self) -> torch.Tensor:
+        """Every slot currently handed out, ascending (for audits and tests)."""
+        return self._allocated.nonzero().flatten()
+
+    def pages_needed(self, last_slots: Sequence[int | None], num_tokens: Sequence[int]) -> int:
+        """Fresh pages `alloc_extend_batch(last_slots, num_tokens)` would take."""
+        _, new_pages = self._plan(*self._as_tensors(last_slots, num_tokens))
+        return int(new_pages.sum())
+
+    def alloc_extend(self, last_slot: int | None, num_tokens: int) -> torch.Tensor | None:
+        """Slots for `num_tokens` new tokens of one sequence whose last token sits at `last_slot`
+        (None for a sequence with no token yet), or None when the free pages do not suffice."""
+        return self.alloc_extend_batch([last_slot], [num_tokens])
+
+    def alloc_extend_batch(self, last_slots: Sequence[int | None], num_tokens: Sequence[int]) -> torch.Tensor | None:
+        """Slots for a batch (decode is `num_tokens == [1] * B`), packed sequence after sequence,
+        all or nothing: None when the batch does not fit, with nothing allocated."""
+        last, n = self._as_tensors(last_slots, num_tokens)
+        if (n < 0).any():
+            raise ValueError("num_tokens must be non-negative")
+        has_last = last != -1
+        if (last[has_last] <= PADDING_SLOT).any() or (last >= self.num_slots).any():
+            raise ValueError("last slot is the padding slot or out of range")
+        if not self._allocated[last[has_last]].all():
+            raise ValueError("last slot is not allocated")
+        in_page, new_pages = self._plan(last, n)
+        total_pages = int(new_pages.sum())
+        if total_pages > len(self._free_pages):
+            return None
+
+        seq = _segment_ids(n)
+        k = torch.arange(len(seq)) - _exclusive_cumsum(n)[seq]  # index among the sequence's new tokens
+        slots = last[seq] + 1 + k  # right for tokens that go into the sequence's current last page
+        on_new_page = k >= in_page[seq]
+        grown = slots[~on_new_page]
+        if self._allocated[grown].any() or grown.unique().numel() != grown.numel():
+            raise ValueError("a last slot is not the last slot of its sequence (its page is taken)")
+        if total_pages:
+            pages = torch.tensor(self._free_pages[-total_pages:][::-1], dtype=torch.int64)
+            del self._free_pages[-total_pages:]
+            j = (k - in_page[seq])[on_new_page]  # index among the sequence's fresh-page tokens
+            page_idx = _exclusive_cumsum(new_pages)[seq[on_new_page]] + j // self.page_size
+            slots[on_new_page] = pages[page_idx] * self.page_size + j % self.page_size
+        self._allocated[slots] = True
+        self._page_use.index_add_(0, slots // self.page_size, torch.ones_like(slots))
+        return slots
+
+    def free(self, slots: torch.Tensor | Sequence[int]) -> None:
+        """Releases `slots`; each page whose slots are now all free returns to the free list."""
+        slots = torch.as_tensor(slots, dtype=torch.int64).flatten()
+        if not slots.numel():
+            return
+        if int(slots.min()) <= PADDING_SLOT or int(slots.max()) >= self.num_slots:
+            raise ValueError("freeing the padding slot or a slot out of range")
+        if slots.unique().numel() != slots.numel() or not self._allocated[slots].all():
+            raise ValueError("double free: a slot is not allocated or appears twice")
+        self._allocated[slots] = False
+        pages = slots // self.page_size
+        self._page_use.index_add_(0, pages, -torch.ones_like(pages))
+        touched = pages.unique()
+        self._free_pages.extend(touched[self._page_use[touched] == 0].tolist())
+
+    def _as_tensors(
+        self, last_slots: Sequence[int | None], num_tokens: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if len(last_slots) != len(num_tokens):
+            raise ValueError("last_slots and num_tokens differ in length")
+        last = torch.tensor([-1 if s is None else s for s in last_slots], dtype=torch.int64)  # -1: no token yet
+        return last, torch.tensor(num_tokens, dtype=torch.int64)
+
+    def _plan(self, last: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per sequence: tokens that go into its current last page, and fresh pages it takes."""
+        # -1 % page_size == page_size - 1, so a sequence with no token has no room, as a full page.
+        room = self.page_size - 1 - last % self.page_size
+        in_page = torch.minimum(room, n)
+        return in_page, (n - in_page + self.page_size - 1) // self.page_size
