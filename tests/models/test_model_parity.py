@@ -1,0 +1,141 @@
+"""Conformance suite 2, model parity: our logits vs transformers on tiny random-weight models.
+
+For every supported architecture (and rope-scaling, tied-embedding, sliding-window and MoE
+variants) a model is generated with transformers at test time, saved, loaded into our runtime
+from its safetensors, and run over a paged KV cache with shuffled slots in four schedules:
+one prefill batch, prefill-then-ragged-decode, extend over a cached prefix, and mixed batches.
+Every logit row must equal transformers' full-sequence forward at that position. Each case runs
+on every available platform (others are skipped with their reason) and once on cpu with every
+op forced to its reference implementation.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conformance import require_dtype
+from model_harness import (
+    FP32_ATOL,
+    MODEL_SPECS,
+    SCHEDULES,
+    CheckpointStore,
+    PagedRunner,
+    Target,
+    TargetSpec,
+    bound_ops,
+    hf_logits,
+    load_model,
+    max_abs_error,
+    run_schedule,
+    target_params,
+)
+from transformers import AutoModelForCausalLM
+
+from sglang import ops
+from sglang.ops.attention import ReferenceAttention
+from sglang.ops.binding import REFERENCE_OPS, resolve
+
+TARGETS = target_params()
+SPEC_NAMES = [spec.name for spec in MODEL_SPECS]
+BF16_SPECS = ("llama", "qwen3-qknorm")
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_binding_matches_target(target: Target) -> None:
+    """The native run really uses the platform's ops and the reference run really does not."""
+    native = {b.name for b in target.bindings if b.native}
+    if target.spec.force_reference:
+        assert native == set()
+        assert ops.attention_backend is ReferenceAttention
+        assert all(getattr(ops, name) is resolve(qualname) for name, qualname in REFERENCE_OPS.items())
+    else:
+        assert native == set(target.platform.native_ops)
+
+
+def test_bound_ops_restores_previous_binding() -> None:
+    before = {name: getattr(ops, name) for name in REFERENCE_OPS}
+    with bound_ops(TargetSpec("cpu", force_reference=True)):
+        assert ops.attention_backend is ReferenceAttention
+    assert {name: getattr(ops, name) for name in REFERENCE_OPS} == before
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+@pytest.mark.parametrize("spec", SPEC_NAMES)
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_fp32_logits_match_transformers(target: Target, spec: str, schedule: str, checkpoints: CheckpointStore) -> None:
+    require_dtype(target.platform, torch.float32)
+    checkpoint = checkpoints.get(spec)
+    model = load_model(checkpoint, torch.float32, target.device)
+    ours = run_schedule(model, target.device, checkpoint.prompts, SCHEDULES[schedule]())
+    error = max_abs_error(ours, checkpoint.reference)
+    assert error <= FP32_ATOL, f"{spec} [{schedule}] on {target.spec.id}: max abs logit error {error:.3g}"
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+@pytest.mark.parametrize("spec", BF16_SPECS)
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_bf16_logits_match_transformers(target: Target, spec: str, schedule: str, checkpoints: CheckpointStore) -> None:
+    """bf16 weights and activations: compared with transformers in fp32, allowing a few times the
+    error transformers itself makes when run in bf16 on the same weights."""
+    require_dtype(target.platform, torch.bfloat16)
+    checkpoint = checkpoints.get(spec)
+    model = load_model(checkpoint, torch.bfloat16, target.device)
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    ours = run_schedule(model, target.device, checkpoint.prompts, SCHEDULES[schedule]())
+    hf_bf16_error = max_abs_error(checkpoint.bf16_reference(), checkpoint.reference)
+    tolerance = max(3 * hf_bf16_error, 0.05)
+    error = max_abs_error(ours, checkpoint.reference)
+    assert error <= tolerance, (
+        f"{spec} [{schedule}] bf16 on {target.spec.id}: max abs logit error {error:.3g} "
+        f"(transformers in bf16: {hf_bf16_error:.3g}; tolerance {tolerance:.3g})"
+    )
+
+
+def test_reference_logits_are_informative(checkpoints: CheckpointStore) -> None:
+    """The fp32 tolerance means something only if logits are of order one and differ across
+    positions (random weights that are too small would make every model look alike)."""
+    for spec in SPEC_NAMES:
+        reference = torch.cat(checkpoints.get(spec).reference)
+        assert reference.std() > 0.3, spec
+        assert (reference[1:] - reference[:-1]).abs().max() > 0.5, spec
+
+
+VARIANT_BASELINES: dict[str, tuple[dict, bool]] = {
+    # spec: (config overrides that remove the variant, whether the logits must change)
+    "llama-rope-llama3": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
+    "llama-rope-linear": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
+    # Within max_position_embeddings transformers' dynamic NTK is the plain rotary: documented here.
+    "llama-rope-dynamic": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, False),
+    "mistral-window4": ({"sliding_window": None}, True),
+    "qwen2-window-layer1": ({"use_sliding_window": False}, True),
+    "qwen2-moe-shared": ({"norm_topk_prob": True}, True),
+    "qwen3-moe": ({"norm_topk_prob": False}, True),
+}
+
+
+@pytest.mark.parametrize("spec", sorted(VARIANT_BASELINES))
+def test_variant_is_exercised(spec: str, checkpoints: CheckpointStore) -> None:
+    """The prompts are long enough for each variant (window, rope scaling, top-k normalization)
+    to change transformers' logits, so parity above really covers it."""
+    checkpoint = checkpoints.get(spec)
+    overrides, must_change = VARIANT_BASELINES[spec]
+    baseline = AutoModelForCausalLM.from_config(checkpoint.spec.hf_config(**overrides), attn_implementation="eager")
+    baseline.load_state_dict(checkpoint.hf_model.state_dict())
+    difference = max_abs_error(hf_logits(baseline.eval(), checkpoint.prompts), checkpoint.reference)
+    if must_change:
+        assert difference > 0.05, f"{spec}: the variant changes logits by only {difference:.3g}"
+    else:
+        assert difference < 1e-5, f"{spec}: expected no change within the original context, got {difference:.3g}"
+
+
+def test_runner_slots_are_non_contiguous(checkpoints: CheckpointStore) -> None:
+    """The paged runner really scatters each sequence over shuffled, interleaved slots."""
+    checkpoint = checkpoints.get("llama")
+    with bound_ops(TargetSpec("cpu")) as target:
+        runner = PagedRunner(load_model(checkpoint, torch.float32, target.device), target.device)
+        for chunks in SCHEDULES["decode"]():
+            runner.step(checkpoint.prompts, chunks)
+    for seq, slots in runner.slots.items():
+        assert len(slots) == len(checkpoint.prompts[seq])
+        assert slots != list(range(slots[0], slots[0] + len(slots))), f"sequence {seq} got contiguous slots"
+    assert len({s for slots in runner.slots.values() for s in slots}) == sum(len(p) for p in checkpoint.prompts)
