@@ -8,6 +8,7 @@ values into Python and has no data-dependent shapes, so it also runs under JAX's
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -79,9 +80,14 @@ class DecoderForCausalLM(nn.Module):
 
     qk_norm: ClassVar[bool] = False
     checkpoint_renames: ClassVar[dict[str, str]] = {}
+    default_qkv_bias: ClassVar[bool] = False
+    """Whether q/k/v projections have biases when the config names neither `attention_bias` nor
+    `qkv_bias` (transformers hard-codes them for Qwen2 and defaults them on for Qwen2-MoE)."""
 
     def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
         super().__init__()
+        if self.default_qkv_bias and all(config.raw.get(k) is None for k in ("attention_bias", "qkv_bias")):
+            config = dataclasses.replace(config, attention_bias=True)
         self.config = config
         self.dtype = dtype
         self.tie_word_embeddings = config.tie_word_embeddings

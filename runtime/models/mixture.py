@@ -12,7 +12,7 @@ class MixtralForCausalLM(DecoderForCausalLM):
 
 
 class Qwen2MoeForCausalLM(DecoderForCausalLM):
-    pass
+    default_qkv_bias = True
 
 
 class Qwen3MoeForCausalLM(DecoderForCausalLM):

@@ -4,7 +4,7 @@ from sglang.runtime.models.decoder import DecoderForCausalLM
 
 
 class Qwen2ForCausalLM(DecoderForCausalLM):
-    pass
+    default_qkv_bias = True
 
 
 class Qwen3ForCausalLM(DecoderForCausalLM):
