@@ -82,6 +82,12 @@ class Platform(ABC):
     def device(self, index: int = 0) -> torch.device:
         return torch.device(self.device_type, index)
 
+    def configure_host_threads(self, threads: int | None) -> int:
+        """Sets torch's intra-op host threads (given, else torch's default); returns the count."""
+        if threads:
+            torch.set_num_threads(threads)
+        return torch.get_num_threads()
+
     def bind_ops(self, force_reference: bool | None = None) -> list[OpBinding]:
         return ops.bind(self.native_ops, owner=self.name, force_reference=force_reference)
 

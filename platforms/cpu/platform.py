@@ -33,10 +33,7 @@ class CpuPlatform(Platform):
     def availability(cls) -> Availability:
         return Availability.yes()
 
-    @staticmethod
-    def configure_threads(threads: int | None = None) -> int:
-        """Sets torch's intra-op thread count: the argument, else `$SGLANG_CPU_THREADS`, else
-        torch's default. On a busy machine fewer threads can be faster (STACK-FACTS.md)."""
-        chosen = threads or int(os.environ.get(THREADS_ENV, "0")) or torch.get_num_threads()
-        torch.set_num_threads(chosen)
-        return chosen
+    def configure_host_threads(self, threads: int | None) -> int:
+        """The argument, else `$SGLANG_CPU_THREADS`, else torch's default. On a busy machine
+        fewer threads can be faster (STACK-FACTS.md), so it is configurable."""
+        return super().configure_host_threads(threads or int(os.environ.get(THREADS_ENV, "0")))

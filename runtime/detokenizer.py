@@ -1,0 +1,86 @@
+"""Incremental detokenization in its own process.
+
+For each request it keeps the output ids and turns them into the whole text so far. While a
+request runs, text that could still grow into a stop string, or that ends inside a multi-byte
+character, is held back, so streamed text never has to be taken back; once the request finishes
+on a stop string, the text is cut where the stop string begins (unless `no_stop_trim`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from sglang.runtime import ipc
+from sglang.runtime.io_struct import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Stream:
+    spec: DecodeSpec
+    ids: list[int] = field(default_factory=list)
+
+
+def held_back(text: str, stops: tuple[str, ...]) -> str:
+    """`text` less any ending that is an incomplete character or a proper prefix of a stop string."""
+    if text.endswith("\ufffd"):
+        text = text.rstrip("\ufffd")
+    for k in range(min(len(text), max((len(s) for s in stops), default=0)), 0, -1):
+        if any(s.startswith(text[-k:]) for s in stops):
+            return text[:-k]
+    return text
+
+
+def trimmed(text: str, finish_reason: dict[str, Any] | None, spec: DecodeSpec) -> str:
+    matched = (finish_reason or {}).get("matched")
+    if spec.trim_stop and isinstance(matched, str) and matched in text:
+        return text[: text.index(matched)]
+    return text
+
+
+class Detokenizer:
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.streams: dict[str, _Stream] = {}
+
+    def process(self, batch: TokenBatch) -> TextBatch:
+        return TextBatch([self._one(update) for update in batch.updates])
+
+    def _one(self, update: TokenUpdate) -> TextUpdate:
+        stream = self.streams.get(update.rid)
+        if stream is None:
+            assert update.decode_spec is not None, "a request's first update carries its decode spec"
+            stream = self.streams[update.rid] = _Stream(update.decode_spec)
+        stream.ids.extend(update.new_token_ids)
+        spec = stream.spec
+        text = self.tokenizer.decode(
+            stream.ids,
+            skip_special_tokens=spec.skip_special_tokens,
+            spaces_between_special_tokens=spec.spaces_between_special_tokens,
+        )
+        if update.finish_reason is None:
+            text = held_back(text, spec.stop_strings)
+        else:
+            text = trimmed(text, update.finish_reason, spec)
+            del self.streams[update.rid]
+        return TextUpdate(update.rid, text, list(stream.ids), update.finish_reason, update.meta)
+
+
+def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints, log_level: str) -> None:
+    logging.basicConfig(level=log_level.upper(), format="[detokenizer] %(levelname)s %(name)s: %(message)s")
+    from sglang.runtime.loader.tokenizer import load_tokenizer
+
+    detokenizer = Detokenizer(load_tokenizer(Path(tokenizer_path)))
+    ctx = zmq.Context()
+    inbox = ipc.pull(ctx, endpoints.detokenizer)
+    outbox = ipc.push(ctx, endpoints.tokenizer)
+    while True:
+        inbox.poll()
+        for batch in ipc.recv_nowait(inbox):
+            ipc.send(outbox, detokenizer.process(batch))

@@ -1,0 +1,172 @@
+"""`sglang.Engine`: the runtime in-process, without HTTP.
+
+The engine owns its child processes and runs its tokenizer manager on a private event loop in
+a background thread, so both plain and async callers can use it:
+
+    with sglang.Engine() as engine:                     # the embedded default model
+        out = engine.generate("The capital of France is", {"max_new_tokens": 8})
+        for chunk in engine.generate("Count:", {"max_new_tokens": 8}, stream=True): ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+from sglang.runtime.generate_input import GenerateInput
+from sglang.runtime.launch import Children, launch_children
+from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.tokenizer_manager import TokenizerManager, last_item
+
+logger = logging.getLogger(__name__)
+
+_SENTINEL = object()
+
+
+class Engine:
+    def __init__(self, model_path: str | None = None, device: str = "auto", **server_args: Any) -> None:
+        from pathlib import Path
+
+        self.server_args = ServerArgs(model_path=model_path, device=device, **server_args)
+        self.children: Children = launch_children(self.server_args)
+        self.info = self.children.info
+        self.tokenizer = load_tokenizer(Path(self.info.tokenizer_path))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sglang-engine-loop", daemon=True)
+        self._thread.start()
+        self.manager: TokenizerManager = self._call(self._start_manager())
+        self._closed = False
+
+    async def _start_manager(self) -> TokenizerManager:
+        manager = TokenizerManager(
+            self.children.endpoints, self.info, self.tokenizer, self.server_args.max_queued_requests
+        )
+        manager.start()
+        for process in self.children.processes:
+            asyncio.get_running_loop().add_reader(process.sentinel, self._on_child_exit, manager, process)
+        return manager
+
+    async def _stop_watching(self) -> None:
+        for process in self.children.processes:
+            asyncio.get_running_loop().remove_reader(process.sentinel)
+        self.manager.close()
+
+    @staticmethod
+    def _on_child_exit(manager: TokenizerManager, process) -> None:
+        asyncio.get_running_loop().remove_reader(process.sentinel)
+        manager.fail_all(f"the {process.name} process exited unexpectedly (exit code {process.exitcode})")
+
+    def _call(self, coro) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    # -- generation ------------------------------------------------------------------------
+    @staticmethod
+    def _input(prompt, sampling_params, input_ids, stream, **kwargs) -> GenerateInput:
+        fields = {k: v for k, v in kwargs.items() if v is not None}
+        return GenerateInput(text=prompt, input_ids=input_ids, sampling_params=sampling_params, stream=stream, **fields)
+
+    def generate(
+        self,
+        prompt: str | list[str] | None = None,
+        sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None,
+        input_ids: list[int] | list[list[int]] | None = None,
+        return_logprob: bool | list[bool] | None = None,
+        logprob_start_len: int | list[int] | None = None,
+        top_logprobs_num: int | list[int] | None = None,
+        token_ids_logprob: list[int] | None = None,
+        return_text_in_logprobs: bool | None = None,
+        stream: bool = False,
+        rid: str | list[str] | None = None,
+        priority: int | None = None,
+    ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
+        """One output dict (`text`, `output_ids`, `meta_info`), a list for a batch or n > 1,
+        or, with `stream=True`, an iterator of cumulative outputs."""
+        obj = self._input(
+            prompt, sampling_params, input_ids, stream, return_logprob=return_logprob,
+            logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
+            token_ids_logprob=token_ids_logprob, return_text_in_logprobs=return_text_in_logprobs,
+            rid=rid, priority=priority,
+        )  # fmt: skip
+        if stream:
+            return self._stream(obj)
+        return self._call(self._collect(obj))
+
+    async def async_generate(self, prompt=None, sampling_params=None, input_ids=None, stream=False, **kwargs):
+        """The same as `generate`, awaitable from any event loop; with `stream=True` it returns
+        an async iterator."""
+        obj = self._input(prompt, sampling_params, input_ids, stream, **kwargs)
+        if stream:
+            return self._async_stream(obj)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._collect(obj), self._loop))
+
+    async def _collect(self, obj: GenerateInput) -> Any:
+        return await last_item(self.manager.generate(obj))
+
+    def _stream(self, obj: GenerateInput) -> Iterator[dict[str, Any]]:
+        queue: asyncio.Queue = asyncio.Queue()
+        future = self._pump(obj, lambda item: self._loop.call_soon_threadsafe(queue.put_nowait, item))
+        try:
+            while True:
+                item = asyncio.run_coroutine_threadsafe(queue.get(), self._loop).result()
+                if item is _SENTINEL:
+                    future.result()  # re-raises the producer's error, if any
+                    return
+                yield item
+        finally:
+            future.cancel()
+
+    async def _async_stream(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any]]:
+        queue: asyncio.Queue = asyncio.Queue()
+        caller = asyncio.get_running_loop()
+        future = self._pump(obj, lambda item: caller.call_soon_threadsafe(queue.put_nowait, item))
+        try:
+            while (item := await queue.get()) is not _SENTINEL:
+                yield item
+            await asyncio.wrap_future(future)
+        finally:
+            future.cancel()
+
+    def _pump(self, obj: GenerateInput, put) -> Future:
+        async def produce() -> None:
+            try:
+                async for out in self.manager.generate(obj):
+                    put(out)
+            finally:
+                put(_SENTINEL)
+
+        return asyncio.run_coroutine_threadsafe(produce(), self._loop)
+
+    # -- control ---------------------------------------------------------------------------
+    def flush_cache(self) -> bool:
+        return self._call(self.manager.control("flush_cache")).ok
+
+    def get_server_info(self) -> dict[str, Any]:
+        return self._call(self.manager.control("server_info")).payload
+
+    @property
+    def healthy(self) -> bool:
+        return self.manager.dead_reason is None
+
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._call(self._stop_watching())
+        self.children.terminate()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.shutdown()

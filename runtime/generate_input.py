@@ -1,0 +1,122 @@
+"""SGLang's native generate request (`/generate`, `Engine.generate`), normalized and validated.
+
+A request carries one prompt or a batch (`text` or `input_ids` as a list); every other field is
+either one value for all prompts or a list with one value per prompt. `split()` turns it into
+one `SingleInput` per prompt; each is validated before anything is sent to the scheduler.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from sglang.runtime.io_struct import LogprobRequest
+from sglang.runtime.sampling_params import SamplingParams, SamplingParamsError
+
+
+class InvalidRequestError(ValueError):
+    """Bad input from the client; `param` names the offending field (HTTP 400)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass
+class SingleInput:
+    rid: str
+    text: str | None
+    input_ids: list[int] | None
+    params: SamplingParams
+    logprobs: LogprobRequest
+    return_text_in_logprobs: bool
+    stream: bool
+    priority: int
+
+
+@dataclass
+class GenerateInput:
+    text: str | list[str] | None = None
+    input_ids: list[int] | list[list[int]] | None = None
+    sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None
+    rid: str | list[str] | None = None
+    return_logprob: bool | list[bool] = False
+    logprob_start_len: int | list[int] = -1
+    top_logprobs_num: int | list[int] = 0
+    token_ids_logprob: list[int] | list[list[int]] | None = None
+    return_text_in_logprobs: bool = False
+    stream: bool = False
+    priority: int | list[int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> GenerateInput:
+        if not isinstance(body, dict):
+            raise InvalidRequestError("the request body must be a JSON object")
+        known = {f.name for f in fields(cls)} - {"extra"}
+        unknown = set(body) - known
+        if unknown:
+            raise InvalidRequestError(f"unknown field(s): {', '.join(sorted(unknown))}", sorted(unknown)[0])
+        return cls(**body)
+
+    @property
+    def is_batch(self) -> bool:
+        if self.text is not None:
+            return isinstance(self.text, list)
+        return bool(self.input_ids) and isinstance(self.input_ids[0], list)
+
+    def split(self) -> list[SingleInput]:
+        if (self.text is None) == (self.input_ids is None):
+            raise InvalidRequestError("give exactly one of text or input_ids", "text")
+        prompts = self._prompts()
+        count = len(prompts)
+        if count == 0:
+            raise InvalidRequestError("the batch is empty", "text")
+        items = []
+        for i, prompt in enumerate(prompts):
+            text, ids = (prompt, None) if self.text is not None else (None, prompt)
+            if text is not None and not isinstance(text, str):
+                raise InvalidRequestError("text must be a string or a list of strings", "text")
+            if ids is not None and not (isinstance(ids, list) and all(isinstance(t, int) for t in ids)):
+                raise InvalidRequestError("input_ids must be a list of token ids or a list of such lists", "input_ids")
+            if (text is not None and text == "") or (ids is not None and not ids):
+                raise InvalidRequestError("the prompt is empty", "text" if text is not None else "input_ids")
+            try:
+                params = SamplingParams.from_dict(self._pick("sampling_params", i, count) or {})
+            except SamplingParamsError as e:
+                raise InvalidRequestError(str(e), f"sampling_params.{e.field}") from None
+            token_ids = self._pick("token_ids_logprob", i, count, nested=True) or ()
+            items.append(
+                SingleInput(
+                    rid=self._pick("rid", i, count) or uuid.uuid4().hex,
+                    text=text,
+                    input_ids=ids,
+                    params=params,
+                    logprobs=LogprobRequest(
+                        return_logprob=bool(self._pick("return_logprob", i, count)),
+                        logprob_start_len=int(self._pick("logprob_start_len", i, count)),
+                        top_logprobs_num=int(self._pick("top_logprobs_num", i, count)),
+                        token_ids_logprob=tuple(token_ids),
+                    ),
+                    return_text_in_logprobs=self.return_text_in_logprobs,
+                    stream=self.stream,
+                    priority=int(self._pick("priority", i, count) or 0),
+                )
+            )
+        return items
+
+    def _prompts(self) -> list[Any]:
+        if self.text is not None:
+            return list(self.text) if isinstance(self.text, list) else [self.text]
+        return list(self.input_ids) if self.is_batch else [self.input_ids]
+
+    def _pick(self, name: str, i: int, count: int, nested: bool = False) -> Any:
+        """Field `name` for prompt `i`: a per-prompt list in a batch, else the one value."""
+        value = getattr(self, name)
+        per_prompt = isinstance(value, list) and (not nested or (value and isinstance(value[0], list)))
+        if per_prompt and self.is_batch:
+            if len(value) != count:
+                raise InvalidRequestError(f"{name} has {len(value)} entries for {count} prompts", name)
+            return value[i]
+        return value

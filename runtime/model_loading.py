@@ -1,0 +1,71 @@
+"""From `ServerArgs` to a model on its platform: select and bind the platform, open the
+source, build the architecture, fill its weights (with a progress bar), move it to the device."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from sglang.platforms import Platform, select_platform
+from sglang.runtime.loader import ModelSource, open_model_source
+from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.models import model_class_for
+from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedModel:
+    platform: Platform
+    source: ModelSource
+    config: ModelConfig
+    model: DecoderForCausalLM
+
+    @property
+    def context_length(self) -> int:
+        return self.config.max_position
+
+    def load_tokenizer(self) -> Any:
+        return self.source.load_tokenizer()
+
+
+def select_and_bind(args: ServerArgs) -> Platform:
+    platform = select_platform(args.device)
+    platform.bind_ops(force_reference=True if args.reference_ops else None)
+    platform.configure_host_threads(args.cpu_threads)
+    platform.check_page_size(args.page_size)
+    return platform
+
+
+def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedModel:
+    platform = platform or select_and_bind(args)
+    started = time.perf_counter()
+    source = open_model_source(
+        args.model_path,
+        args.dtype,
+        platform_default=platform.capabilities.default_dtype,
+        supported_dtypes=platform.capabilities.dtypes,
+    )
+    platform.check_dtype(source.dtype)
+    config = ModelConfig.from_dict(source.config)
+    model = model_class_for(config)(config, source.dtype)
+    weights = tqdm(source.weights(), total=source.num_tensors, desc="Loading weights", unit="tensor", leave=False)
+    with torch.inference_mode():
+        model.load_weights(weights)
+    model.to(platform.device()).eval()
+    logger.info(
+        "loaded %s (%s, %s) on %s in %.1f s",
+        source.origin.name,
+        config.architectures[0],
+        str(source.dtype).removeprefix("torch."),
+        platform.describe(),
+        time.perf_counter() - started,
+    )
+    return LoadedModel(platform=platform, source=source, config=config, model=model)

@@ -1,0 +1,81 @@
+"""Packs the requests chosen for one step into the model runner's `StepInputs`.
+
+Each entry computes `fill_ids[kv_len : kv_len + extend]` of its request. Logit rows are asked
+for where they are used: the row that samples the next token (when the step reaches the end of
+the request's known tokens) and the rows that score prompt tokens for input logprobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sglang.ops.attention import AttentionInputs
+from sglang.runtime.model_runner import StepInputs
+from sglang.runtime.scheduler.req import Req
+
+
+@dataclass
+class BatchEntry:
+    req: Req
+    extend: int
+    start: int
+    """`kv_len` before the step: position of the entry's first token."""
+    input_logprob_rows: list[int]
+    """Positions `p` whose logits score prompt token `p + 1`."""
+    samples: bool
+
+
+def input_logprob_positions(req: Req, start: int, end: int) -> list[int]:
+    """Positions in `[start, end)` whose logits give the logprob of a wanted prompt token.
+
+    Prompt token `q` (for `q >= max(logprob_start_len, 1)`) is scored by the logits at `q - 1`.
+    Positions already recorded (before a retraction) are not asked for again.
+    """
+    if not req.wants_input_logprobs():
+        return []
+    recorded = sum(lp is not None for lp, _ in req.log.input_token)
+    first = max(req.logprobs.logprob_start_len, 1) - 1 + recorded
+    last = len(req.input_ids) - 1
+    return list(range(max(start, first), min(end, last)))
+
+
+def make_entry(req: Req, extend: int) -> BatchEntry:
+    start = req.kv_len
+    end = start + extend
+    samples = end == len(req.fill_ids) and req.max_new_tokens > 0
+    return BatchEntry(req, extend, start, input_logprob_positions(req, start, end), samples)
+
+
+def build_step(entries: list[BatchEntry]) -> tuple[StepInputs, list[tuple[list[int], int | None]]]:
+    """The packed inputs, and per entry (indices of its input-logprob rows, index of its sample
+    row or None) into the logits the runner returns."""
+    ids, positions, logit_rows, row_map = [], [], [], []
+    token_offset = 0
+    for e in entries:
+        fill = e.req.fill_ids
+        ids.extend(fill[e.start : e.start + e.extend])
+        positions.extend(range(e.start, e.start + e.extend))
+        lp_rows = []
+        for p in e.input_logprob_rows:
+            lp_rows.append(len(logit_rows))
+            logit_rows.append(token_offset + p - e.start)
+        sample_row = None
+        if e.samples:
+            sample_row = len(logit_rows)
+            logit_rows.append(token_offset + e.extend - 1)
+        row_map.append((lp_rows, sample_row))
+        token_offset += e.extend
+    attention = AttentionInputs(
+        seq_lens=tuple(e.req.kv_len for e in entries),
+        extend_lens=tuple(e.extend for e in entries),
+        kv_slots=torch.cat([e.req.slots for e in entries]),
+    )
+    step = StepInputs(
+        input_ids=torch.tensor(ids, dtype=torch.long),
+        positions=torch.tensor(positions, dtype=torch.long),
+        attention=attention,
+        logit_rows=torch.tensor(logit_rows, dtype=torch.long),
+    )
+    return step, row_map

@@ -1,0 +1,88 @@
+"""Structured output with xgrammar: JSON schema, regex and EBNF constraints.
+
+Grammars compile on a worker thread, off the scheduling loop, and are cached by
+(kind, source); a request waits in the queue until its grammar is ready, and one that fails to
+compile is aborted with the compiler's message while the batch goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import torch
+import xgrammar as xgr
+
+from sglang.runtime.sampling_params import SamplingParams
+from sglang.runtime.scheduler.req import Req
+
+
+def grammar_key(params: SamplingParams) -> tuple[str, str] | None:
+    for kind in ("json_schema", "regex", "ebnf"):
+        source = getattr(params, kind)
+        if source is not None:
+            return kind, source
+    return None
+
+
+class GrammarMatcher:
+    """One request's position in its grammar."""
+
+    def __init__(self, compiled: xgr.CompiledGrammar, vocab_size: int) -> None:
+        self._matcher = xgr.GrammarMatcher(compiled)
+        self._bitmask = xgr.allocate_token_bitmask(1, vocab_size)
+
+    def next_token_bitmask(self) -> torch.Tensor:
+        """`[ceil(V / 32)]` int32: bit `t` set where token `t` may come next."""
+        self._matcher.fill_next_token_bitmask(self._bitmask)
+        return self._bitmask[0].clone()
+
+    def accept(self, token: int) -> None:
+        if not self._matcher.accept_token(token):
+            raise RuntimeError(f"token {token} violates the grammar after masking")
+
+    def is_terminated(self) -> bool:
+        return self._matcher.is_terminated()
+
+
+class GrammarBackend:
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int]) -> None:
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
+        self.vocab_size = vocab_size
+        self._compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=True)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar")
+        self._cache: dict[tuple[str, str], Future] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def wants(params: SamplingParams) -> bool:
+        return grammar_key(params) is not None
+
+    def submit(self, req: Req) -> None:
+        key = grammar_key(req.params)
+        assert key is not None
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is None:
+                compiled = self._cache[key] = self._pool.submit(self._compile, *key)
+        req.grammar_future = self._pool.submit(self._matcher, compiled)
+
+    def release(self, req: Req) -> None:
+        req.grammar = None
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _compile(self, kind: str, source: str) -> xgr.CompiledGrammar:
+        try:
+            if kind == "json_schema":
+                return self._compiler.compile_json_schema(source)
+            if kind == "regex":
+                return self._compiler.compile_regex(source)
+            return self._compiler.compile_grammar(source)
+        except Exception as e:  # xgrammar raises RuntimeError and its own types
+            raise ValueError(f"invalid {kind}: {e}") from e
+
+    def _matcher(self, compiled: Future) -> GrammarMatcher:
+        return GrammarMatcher(compiled.result(), self.vocab_size)

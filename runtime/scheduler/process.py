@@ -1,0 +1,128 @@
+"""The scheduler's process: loads the model, sizes the KV pool, then loops over requests.
+
+It reports readiness (or the load error) through a pipe, receives requests on its PULL socket,
+sends token updates to the detokenizer and control replies to the tokenizer manager. It blocks
+on its socket only when it has no work, so decoding never waits for messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import zmq
+
+from sglang import ops
+from sglang.runtime import ipc
+from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest, GenerateRequest, TokenBatch
+from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.model_loading import LoadedModel, load_model
+from sglang.runtime.model_runner import ModelRunner, kv_bytes_per_token
+from sglang.runtime.scheduler.grammar import GrammarBackend
+from sglang.runtime.scheduler.scheduler import Scheduler
+from sglang.runtime.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReadyInfo:
+    """What the parent learns once the model is loaded."""
+
+    model_path: str
+    tokenizer_path: str
+    chat_template: str | None
+    architecture: str
+    context_length: int
+    vocab_size: int
+    max_total_tokens: int
+    device: str
+    dtype: str
+    eos_token_ids: tuple[int, ...]
+
+
+def kv_pool_tokens(args: ServerArgs, loaded: LoadedModel) -> int:
+    if args.max_total_tokens is not None:
+        return args.max_total_tokens
+    free = ops.device_runtime().memory_info().free_bytes
+    return int(free * args.mem_fraction_static) // kv_bytes_per_token(loaded.model)
+
+
+def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
+    loaded = load_model(args)
+    tokenizer = loaded.load_tokenizer()
+    context_length = args.context_length or loaded.context_length
+    eos = set(loaded.config.eos_token_ids)
+    if tokenizer.eos_token_id is not None:
+        eos.add(tokenizer.eos_token_id)
+    num_pages = kv_pool_tokens(args, loaded) // args.page_size + 1
+    allocator = PagedTokenAllocator(num_pages, args.page_size)
+    runner = ModelRunner(loaded.model, loaded.platform, allocator.num_slots)
+    vocab = loaded.config.vocab_size
+    grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
+    scheduler = Scheduler(runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar)
+    info = ReadyInfo(
+        model_path=str(loaded.source.origin),
+        tokenizer_path=str(loaded.source.tokenizer_path),
+        chat_template=loaded.source.chat_template,
+        architecture=loaded.config.architectures[0],
+        context_length=context_length,
+        vocab_size=vocab,
+        max_total_tokens=scheduler.capacity,
+        device=loaded.platform.name,
+        dtype=str(loaded.model.dtype).removeprefix("torch."),
+        eos_token_ids=tuple(sorted(eos)),
+    )
+    return scheduler, info
+
+
+def server_info(scheduler: Scheduler) -> dict:
+    return {
+        "num_running_requests": len(scheduler.running),
+        "num_waiting_requests": len(scheduler.waiting),
+        "kv_tokens_total": scheduler.capacity,
+        "kv_tokens_free": scheduler.allocator.available_tokens(),
+        "kv_tokens_cached": scheduler.cache.total_size(),
+        "kv_tokens_in_use": scheduler.capacity - scheduler.allocator.available_tokens(),
+        **scheduler.stats,
+    }
+
+
+def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
+    if isinstance(message, GenerateRequest):
+        scheduler.add_request(message)
+    elif isinstance(message, AbortRequest):
+        scheduler.abort(message.rid, message.message)
+    elif isinstance(message, ControlRequest):
+        if message.kind == "flush_cache":
+            ok = scheduler.flush_cache()
+            reason = {} if ok else {"reason": "requests are running or waiting"}
+            ipc.send(control, ControlReply(message.request_id, ok, reason))
+        else:
+            ipc.send(control, ControlReply(message.request_id, True, server_info(scheduler)))
+
+
+def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints, ready: Connection) -> None:
+    logging.basicConfig(level=args.log_level.upper(), format="[scheduler] %(levelname)s %(name)s: %(message)s")
+    try:
+        scheduler, info = build_scheduler(args)
+    except Exception as e:
+        ready.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+        return
+    ctx = zmq.Context()
+    inbox = ipc.pull(ctx, endpoints.scheduler)
+    to_detokenizer = ipc.push(ctx, endpoints.detokenizer)
+    control = ipc.push(ctx, endpoints.control)
+    ready.send(("ok", info))
+    poller = zmq.Poller()
+    poller.register(inbox, zmq.POLLIN)
+    while True:
+        if not scheduler.has_work:
+            poller.poll()
+        for message in ipc.recv_nowait(inbox):
+            _handle(scheduler, message, control)
+        updates = scheduler.step()
+        if updates:
+            ipc.send(to_detokenizer, TokenBatch(updates))

@@ -1,0 +1,137 @@
+"""A request as the scheduler tracks it: tokens, KV slots, sampling state, results so far.
+
+Invariants: `slots[i]` holds the KV of `fill_ids[i]` for `i < kv_len`; the first
+`match.num_cached` of them belong to the prefix cache (locked by `match`), the rest to this
+request. A running request always has `kv_len < len(fill_ids)`: the next step computes
+`fill_ids[kv_len:]` (one token when decoding, a chunk when prefilling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from sglang.runtime.io_struct import DecodeSpec, GenerateRequest
+from sglang.runtime.radix_cache import MatchResult
+
+
+@dataclass
+class LogprobLog:
+    """Log-probabilities collected so far, in SGLang's `(logprob, token_id)` pairs."""
+
+    input_token: list[tuple[float | None, int]] = field(default_factory=list)
+    input_top: list[list[tuple[float, int]] | None] = field(default_factory=list)
+    input_ids_logprob: list[list[tuple[float, int]] | None] = field(default_factory=list)
+    output_token: list[tuple[float, int]] = field(default_factory=list)
+    output_top: list[list[tuple[float, int]]] = field(default_factory=list)
+    output_ids_logprob: list[list[tuple[float, int]]] = field(default_factory=list)
+
+
+class Req:
+    def __init__(
+        self, request: GenerateRequest, eos_token_ids: frozenset[int], vocab_size: int, context_length: int
+    ) -> None:
+        self.rid = request.rid
+        self.input_ids = list(request.input_ids)
+        self.params = request.params
+        self.logprobs = request.logprobs
+        self.stream = request.stream
+        self.priority = request.priority
+        self.arrival_time = request.arrival_time
+        self.output_ids: list[int] = []
+        limit = context_length - len(self.input_ids)
+        # None means "until the context is full", as in SGLang.
+        self.max_new_tokens = limit if self.params.max_new_tokens is None else min(self.params.max_new_tokens, limit)
+        self.slots = torch.empty(0, dtype=torch.int64)
+        self.match: MatchResult | None = None
+        self.cached_tokens = 0
+        self.finish_reason: dict[str, Any] | None = None
+        self.log = LogprobLog()
+        self.grammar: Any = None
+        self.grammar_future: Future | None = None
+        self.grammar_error: str | None = None
+        self.sent_output_len = 0
+        self.sent_meta = False
+        self.generator: torch.Generator | None = None
+        if self.params.seed is not None:
+            self.generator = torch.Generator().manual_seed(self.params.seed)
+        self.eos_token_ids = frozenset() if self.params.ignore_eos else eos_token_ids
+        self.stop_token_ids = frozenset(self.params.stop_token_ids or ()) | self.eos_token_ids
+        self.logit_bias: torch.Tensor | None = None
+        if self.params.logit_bias:
+            self.logit_bias = torch.zeros(vocab_size)
+            for token, bias in self.params.logit_bias.items():
+                self.logit_bias[int(token)] = bias
+
+    @property
+    def fill_ids(self) -> list[int]:
+        return self.input_ids + self.output_ids
+
+    @property
+    def kv_len(self) -> int:
+        return len(self.slots)
+
+    @property
+    def num_cached(self) -> int:
+        return self.match.num_cached if self.match is not None else 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def grammar_pending(self) -> bool:
+        """True while the request's grammar compiles; then sets `grammar` or `grammar_error`."""
+        if self.grammar_future is None:
+            return False
+        if not self.grammar_future.done():
+            return True
+        try:
+            self.grammar = self.grammar_future.result()
+        except ValueError as e:
+            self.grammar_error = str(e)
+        self.grammar_future = None
+        return False
+
+    def wants_input_logprobs(self) -> bool:
+        return self.logprobs.return_logprob and self.logprobs.logprob_start_len >= 0
+
+    def decode_spec(self) -> DecodeSpec:
+        stop = self.params.stop
+        return DecodeSpec(
+            skip_special_tokens=self.params.skip_special_tokens,
+            spaces_between_special_tokens=self.params.spaces_between_special_tokens,
+            stop_strings=tuple([stop] if isinstance(stop, str) else stop or ()),
+            trim_stop=not self.params.no_stop_trim,
+        )
+
+    def check_finished(self, tail_text: Callable[[list[int]], str]) -> None:
+        """Sets `finish_reason` after a token was appended (SGLang's reason dictionaries)."""
+        if not self.output_ids:
+            return
+        last = self.output_ids[-1]
+        out_len = len(self.output_ids)
+        min_reached = out_len >= self.params.min_new_tokens
+        if min_reached and last in self.stop_token_ids:
+            self.finish_reason = {"type": "stop", "matched": last}
+        elif self.grammar is not None and self.grammar.is_terminated():
+            self.finish_reason = {"type": "stop", "matched": None}
+        elif min_reached and (matched := self._matched_stop_string(tail_text)) is not None:
+            self.finish_reason = {"type": "stop", "matched": matched}
+        elif out_len >= self.max_new_tokens:
+            self.finish_reason = {"type": "length", "length": out_len}
+
+    def _matched_stop_string(self, tail_text: Callable[[list[int]], str]) -> str | None:
+        stops = self.decode_spec().stop_strings
+        if not stops:
+            return None
+        # A stop string of n characters spans at most n + 1 tokens ending at the newest one.
+        window = max(len(s) for s in stops) + 1
+        text = tail_text(self.output_ids[-window:])
+        return next((s for s in stops if s in text), None)
+
+    def abort(self, message: str) -> None:
+        self.finish_reason = {"type": "abort", "message": message}

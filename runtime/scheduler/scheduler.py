@@ -1,0 +1,249 @@
+"""The scheduling loop: admission, batch planning, retraction, and result collection.
+
+One `step()` admits waiting requests that fit, gives every running request its next piece of
+work (one token when decoding, a chunk of at most `chunked_prefill_size` prompt tokens when
+prefilling, both kinds in one batch where the platform allows), runs the model once, samples,
+and returns the updates to send. When the KV pool cannot hold the step, the prefix cache is
+evicted and, if that is not enough, the most recently admitted request is retracted (its
+computed pages go to the prefix cache and it waits to resume), so requests never fail for lack
+of KV while the pool could serve them later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+
+from sglang.runtime.io_struct import GenerateRequest, TokenUpdate
+from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.radix_cache import RadixCache
+from sglang.runtime.scheduler import logprobs
+from sglang.runtime.scheduler.batch import BatchEntry, build_step, make_entry
+from sglang.runtime.scheduler.grammar import GrammarBackend
+from sglang.runtime.scheduler.policy import admission_order
+from sglang.runtime.scheduler.req import Req
+from sglang.runtime.scheduler.sampler import sample
+from sglang.runtime.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+DECODE_RESERVE_RATIO = 0.3
+"""Share of running requests' remaining output tokens kept free when admitting new ones; too
+little means more retractions, too much means less batching."""
+
+
+class Scheduler:
+    def __init__(
+        self,
+        runner: ModelRunner,
+        allocator: PagedTokenAllocator,
+        args: ServerArgs,
+        tail_text: Callable[[list[int]], str],
+        eos_token_ids: frozenset[int],
+        context_length: int,
+        grammar: GrammarBackend | None,
+    ) -> None:
+        self.runner = runner
+        self.allocator = allocator
+        self.cache = RadixCache(page_size=allocator.page_size, disable=args.disable_radix_cache)
+        self.args = args
+        self.tail_text = tail_text
+        self.eos_token_ids = eos_token_ids
+        self.context_length = context_length
+        self.grammar = grammar
+        self.vocab_size = runner.model.config.vocab_size
+        self.mixed = runner.platform.capabilities.mixed_prefill_decode
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.finished_updates: list[TokenUpdate] = []
+        self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "cached_tokens": 0, "retractions": 0}
+
+    # -- requests in and out -------------------------------------------------------------------
+    def add_request(self, request: GenerateRequest) -> None:
+        req = Req(request, self.eos_token_ids, self.vocab_size, self.context_length)
+        if self.grammar is not None and self.grammar.wants(req.params):
+            self.grammar.submit(req)
+        self.waiting.append(req)
+
+    def abort(self, rid: str, message: str) -> None:
+        for req in self.waiting:
+            if req.rid == rid:
+                self.waiting.remove(req)
+                req.abort(message)
+                self._finish(req)
+                return
+        for req in self.running:
+            if req.rid == rid:
+                req.abort(message)
+                return  # released at the end of the current step
+
+    @property
+    def capacity(self) -> int:
+        """Tokens the KV pool holds in all (the padding page excluded)."""
+        return (self.allocator.num_pages - 1) * self.allocator.page_size
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.finished_updates)
+
+    def flush_cache(self) -> bool:
+        """Empties the prefix cache; refused (False) while requests run or wait."""
+        if self.waiting or self.running:
+            return False
+        self.cache.reset()
+        self.allocator.clear()
+        return True
+
+    def free_slots(self, slots: torch.Tensor) -> None:
+        self.allocator.free(slots)
+
+    # -- one step ----------------------------------------------------------------------------
+    def step(self) -> list[TokenUpdate]:
+        self._release_aborted()
+        self._admit()
+        entries = self._plan()
+        if entries:
+            step, row_map = build_step(entries)
+            logits = self.runner.forward(step)
+            self._process(entries, row_map, logits)
+        updates, self.finished_updates = self.finished_updates, []
+        return updates
+
+    def _release_aborted(self) -> None:
+        for req in [r for r in self.running if r.finished]:
+            self.running.remove(req)
+            self._finish(req)
+
+    def _available_tokens(self) -> int:
+        return self.allocator.available_tokens() + self.cache.evictable_size()
+
+    def _admit(self) -> None:
+        reserve = sum(int((r.max_new_tokens - len(r.output_ids)) * DECODE_RESERVE_RATIO) for r in self.running)
+        for req in admission_order(self.waiting, self.args.schedule_policy, self.cache):
+            if len(self.running) >= self.args.max_running_requests:
+                break
+            if req.grammar_pending():
+                continue
+            if req.grammar_error is not None:
+                self.waiting.remove(req)
+                req.abort(req.grammar_error)
+                self._finish(req)
+                continue
+            limit = len(req.fill_ids) - 1
+            if req.wants_input_logprobs():
+                limit = min(limit, max(req.logprobs.logprob_start_len - 1, 0))
+            match = self.cache.match_prefix(req.fill_ids[:limit])
+            need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
+            if len(req.fill_ids) + self.allocator.page_size > self.capacity:
+                self.waiting.remove(req)
+                req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
+                self._finish(req)
+                continue
+            if need + reserve > self._available_tokens():
+                break
+            self.cache.inc_lock_ref(match.last_node)
+            req.match, req.slots = match, match.slots
+            if not req.output_ids:  # a resumed request keeps its first admission's figure
+                req.cached_tokens = match.num_cached
+                self.stats["cached_tokens"] += match.num_cached
+            self.waiting.remove(req)
+            self.running.append(req)
+            reserve += int(req.max_new_tokens * DECODE_RESERVE_RATIO)
+
+    def _plan(self) -> list[BatchEntry]:
+        """Chooses each running request's work for this step and allocates its KV slots."""
+        while self.running:
+            budget = self.args.chunked_prefill_size
+            decode, prefill = [], []
+            for req in self.running:
+                remaining = len(req.fill_ids) - req.kv_len
+                if remaining == 1 and req.output_ids:
+                    decode.append(make_entry(req, 1))
+                elif budget > 0:
+                    prefill.append(make_entry(req, min(remaining, budget)))
+                    budget -= prefill[-1].extend
+            entries = decode + prefill if self.mixed or not prefill else prefill
+            if self._allocate(entries):
+                return entries
+            self._retract_one()
+        return []
+
+    def _allocate(self, entries: list[BatchEntry]) -> bool:
+        last = [int(e.req.slots[-1]) if e.req.kv_len else None for e in entries]
+        counts = [e.extend for e in entries]
+        short = self.allocator.pages_needed(last, counts) - self.allocator.num_free_pages
+        if short > 0:
+            self.cache.evict(short * self.allocator.page_size, self.free_slots)
+        slots = self.allocator.alloc_extend_batch(last, counts)
+        if slots is None:
+            return False
+        for e, new in zip(entries, slots.split(counts)):
+            e.req.slots = torch.cat([e.req.slots, new])
+        return True
+
+    def _retract_one(self) -> None:
+        victim = max(self.running, key=lambda r: r.arrival_time)
+        logger.info("KV cache full: retracting request %s to resume later", victim.rid)
+        self.stats["retractions"] += 1
+        self.running.remove(victim)
+        self._release_kv(victim)
+        self.waiting.append(victim)
+
+    def _release_kv(self, req: Req) -> None:
+        if req.match is not None:
+            self.cache.cache_finished(req.fill_ids[: req.kv_len], req.slots, req.match, self.free_slots)
+        req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
+
+    # -- results -----------------------------------------------------------------------------
+    def _process(self, entries: list[BatchEntry], row_map, logits: torch.Tensor) -> None:
+        sample_rows = [(e.req, row) for e, (_, row) in zip(entries, row_map) if row is not None]
+        for e, (lp_rows, _) in zip(entries, row_map):
+            if lp_rows:
+                logprobs.record_input(e.req, e.input_logprob_rows, logits[lp_rows].log_softmax(-1))
+            self.stats["prompt_tokens"] += e.extend if not e.req.output_ids else 0
+        if sample_rows:
+            reqs = [r for r, _ in sample_rows]
+            result = sample(reqs, logits[[row for _, row in sample_rows]])
+            for i, (req, token) in enumerate(zip(reqs, result.token_ids)):
+                req.output_ids.append(token)
+                self.stats["generation_tokens"] += 1
+                if result.logprobs is not None and req.logprobs.return_logprob:
+                    logprobs.record_output(req, token, result.logprobs[i])
+                if req.grammar is not None:
+                    req.grammar.accept(token)
+                req.check_finished(self.tail_text)
+        for e in entries:
+            req = e.req
+            if not e.samples and req.kv_len == len(req.fill_ids) and req.max_new_tokens == 0:
+                req.finish_reason = {"type": "length", "length": 0}
+            if req.finished:
+                self.running.remove(req)
+                self._finish(req)
+                continue
+            if e.samples and e.extend > 1:
+                # Prefill is complete: share its pages with requests arriving meanwhile.
+                computed = req.fill_ids[: req.kv_len]
+                req.match, req.slots = self.cache.cache_unfinished(computed, req.slots, req.match, self.free_slots)
+            if req.stream and e.samples:
+                self.finished_updates.append(self._update(req))
+
+    def _finish(self, req: Req) -> None:
+        self._release_kv(req)
+        if req.grammar is not None:
+            self.grammar.release(req)
+        self.finished_updates.append(self._update(req))
+
+    def _update(self, req: Req) -> TokenUpdate:
+        new = req.output_ids[req.sent_output_len :]
+        update = TokenUpdate(
+            rid=req.rid,
+            new_token_ids=new,
+            finish_reason=req.finish_reason,
+            meta=logprobs.meta_info(req),
+            decode_spec=None if req.sent_meta else req.decode_spec(),
+        )
+        req.sent_output_len, req.sent_meta = len(req.output_ids), True
+        return update

@@ -1,0 +1,75 @@
+"""Every setting of the runtime, shared by `Engine(**kwargs)`, `sglang serve` and `sglang generate`.
+
+Each field's help text is its `--flag` help; `add_cli_args` builds the flags from the fields, so
+the CLI and the Python API cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def _opt(default: Any, help: str, **kw: Any) -> Any:
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class ServerArgs:
+    model_path: str | None = _opt(
+        None, "Hugging Face folder or .gguf file; default: the embedded SmolLM2-135M-Instruct."
+    )
+    tokenizer_path: str | None = _opt(None, "Tokenizer folder, if not the model's own.")
+    device: str = _opt("auto", "Platform to run on: auto, cpu, cuda, rocm, xpu, npu, tpu or an out-of-tree one.")
+    dtype: str = _opt("auto", "Weight and activation dtype: auto, float32, bfloat16, float16.")
+    host: str = _opt("127.0.0.1", "Address the HTTP server binds.")
+    port: int = _opt(30000, "Port the HTTP server listens on.")
+    api_key: str | None = _opt(None, "Require `Authorization: Bearer KEY` on every request.")
+    served_model_name: str | None = _opt(None, "Model name the OpenAI API reports and accepts.")
+    chat_template: str | None = _opt(None, "Chat template: a named template or a Jinja file; default: the model's own.")
+    max_running_requests: int = _opt(64, "Most requests decoded together in one batch.")
+    max_queued_requests: int = _opt(1024, "Most requests waiting for admission; past it the server answers 503.")
+    max_total_tokens: int | None = _opt(None, "KV cache size in tokens; overrides --mem-fraction-static.")
+    mem_fraction_static: float = _opt(0.2, "Fraction of free device memory given to the KV cache.")
+    chunked_prefill_size: int = _opt(2048, "Most prompt tokens prefilled in one step; longer prompts are chunked.")
+    page_size: int = _opt(1, "Tokens per KV cache page.")
+    schedule_policy: str = _opt(
+        "lpm", "Admission order: lpm (longest cached prefix first) or fcfs.", choices=("lpm", "fcfs")
+    )
+    disable_radix_cache: bool = _opt(False, "Turn the prefix cache off (every prompt is prefilled in full).")
+    cpu_threads: int | None = _opt(None, "torch intra-op threads on the cpu platform (default: torch's choice).")
+    reference_ops: bool = _opt(False, "Force every op to its reference implementation (debugging, conformance).")
+    context_length: int | None = _opt(None, "Longest prompt + output accepted; default: the model's.")
+    log_level: str = _opt("info", "Log level: debug, info, warning, error.")
+    log_requests: bool = _opt(False, "Log one line per finished request.")
+    watchdog_timeout: float = _opt(300.0, "Seconds a scheduler step may take before the engine is declared dead.")
+
+    def __post_init__(self) -> None:
+        positive = ("max_running_requests", "max_queued_requests", "chunked_prefill_size", "page_size")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 < self.mem_fraction_static < 1:
+            raise ValueError(f"mem_fraction_static must lie in (0, 1), got {self.mem_fraction_static}")
+        if self.schedule_policy not in ("lpm", "fcfs"):
+            raise ValueError(f"schedule_policy must be lpm or fcfs, got {self.schedule_policy!r}")
+
+    @classmethod
+    def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
+        for f in fields(cls):
+            flag = "--" + f.name.replace("_", "-")
+            extra = {k: v for k, v in f.metadata.items() if k != "help"}
+            if f.type in ("bool", bool):
+                parser.add_argument(flag, action="store_true", help=f.metadata["help"])
+                continue
+            kind = {"int": int, "float": float}.get(str(f.type).split(" |")[0], str)
+            parser.add_argument(flag, type=kind, default=f.default, help=f.metadata["help"], **extra)
+
+    @classmethod
+    def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+    def replace(self, **changes: Any) -> ServerArgs:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,204 @@
+"""The engine's front: validates and tokenizes requests, sends them to the scheduler, and
+delivers text back to the awaiting callers. Runs on one asyncio event loop.
+
+Every accepted request ends in exactly one final output: finished, aborted (client abort or
+disconnect), or failed because a child process died. Nothing waits forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from sglang.runtime import ipc
+from sglang.runtime.generate_input import GenerateInput, InvalidRequestError, SingleInput
+from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest, GenerateRequest, TextBatch, TextUpdate
+from sglang.runtime.scheduler.process import ReadyInfo
+
+logger = logging.getLogger(__name__)
+
+
+class EngineDeadError(RuntimeError):
+    """A child process of the engine died; the engine serves nothing more."""
+
+
+class QueueFullError(RuntimeError):
+    """The waiting queue is at `max_queued_requests` (HTTP 503)."""
+
+
+@dataclass
+class _Pending:
+    input: SingleInput
+    updates: asyncio.Queue[TextUpdate | BaseException] = field(default_factory=asyncio.Queue)
+
+
+async def last_item(stream: AsyncIterator[Any]) -> Any:
+    """The last item an async iterator yields (the final, complete output)."""
+    last = None
+    async for item in stream:
+        last = item
+    return last
+
+
+class TokenizerManager:
+    def __init__(self, endpoints: ipc.Endpoints, info: ReadyInfo, tokenizer: Any, max_queued: int) -> None:
+        self.info = info
+        self.tokenizer = tokenizer
+        self.max_queued = max_queued
+        self.ctx = zmq.asyncio.Context()
+        self.to_scheduler = ipc.push(self.ctx, endpoints.scheduler)
+        self.from_detokenizer = ipc.pull(self.ctx, endpoints.tokenizer)
+        self.from_control = ipc.pull(self.ctx, endpoints.control)
+        self.pending: dict[str, _Pending] = {}
+        self.control_waiters: dict[str, asyncio.Future[ControlReply]] = {}
+        self.dead_reason: str | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._receive_text()),
+            asyncio.create_task(self._receive_control()),
+        ]
+
+    # -- requests ----------------------------------------------------------------------------
+    def prepare(self, item: SingleInput) -> GenerateRequest:
+        """Tokenizes and validates one prompt; raises InvalidRequestError for bad input."""
+        ids = item.input_ids if item.input_ids is not None else self.tokenizer.encode(item.text)
+        vocab = self.info.vocab_size
+        if any(t < 0 or t >= vocab for t in ids):
+            raise InvalidRequestError(f"input_ids must lie in [0, {vocab})", "input_ids")
+        if len(ids) >= self.info.context_length:
+            raise InvalidRequestError(
+                f"the prompt has {len(ids)} tokens; the context length is {self.info.context_length}", "text"
+            )
+        try:
+            item.params.validate(vocab)
+        except ValueError as e:
+            raise InvalidRequestError(str(e), f"sampling_params.{getattr(e, 'field', '')}") from None
+        lp = item.logprobs
+        if lp.logprob_start_len < -1 or lp.logprob_start_len >= max(len(ids), 1):
+            raise InvalidRequestError("logprob_start_len must lie in [-1, prompt length)", "logprob_start_len")
+        if lp.top_logprobs_num < 0 or lp.top_logprobs_num > vocab:
+            raise InvalidRequestError("top_logprobs_num must lie in [0, vocab size]", "top_logprobs_num")
+        if any(t < 0 or t >= vocab for t in lp.token_ids_logprob):
+            raise InvalidRequestError("token_ids_logprob must be token ids", "token_ids_logprob")
+        return GenerateRequest(
+            item.rid, list(ids), item.params.normalize(), lp, stream=item.stream, priority=item.priority
+        )
+
+    async def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
+        """Yields cumulative outputs while streaming (single prompt, n == 1), else once: the
+        output dict, or a list of them for a batch or n > 1."""
+        items = obj.split()
+        prepared = [(item, self.prepare(item)) for item in items]
+        if not obj.is_batch and len(prepared) == 1 and prepared[0][1].params.n == 1:
+            async for out in self._run(*prepared[0]):
+                if obj.stream or out["meta_info"]["finish_reason"] is not None:
+                    yield out
+            return
+        results = await asyncio.gather(*(self._run_n(item, req) for item, req in prepared))
+        flat = [out for group in results for out in group]
+        yield flat if obj.is_batch or len(flat) > 1 else flat[0]
+
+    async def _run_n(self, item: SingleInput, request: GenerateRequest) -> list[dict[str, Any]]:
+        n = request.params.n
+        if n > 1:
+            # Prefill the prompt once so the n samples share its KV through the prefix cache.
+            warm = replace(request, rid=f"{request.rid}-prefill", params=replace(request.params, max_new_tokens=0, n=1))
+            await self._final(item, warm)
+        copies = []
+        for i in range(n):
+            seed = None if request.params.seed is None else request.params.seed + i
+            params = replace(request.params, n=1, seed=seed)
+            copies.append(replace(request, rid=request.rid if n == 1 else f"{request.rid}-{i}", params=params))
+        return list(await asyncio.gather(*(self._final(item, c) for c in copies)))
+
+    async def _final(self, item: SingleInput, request: GenerateRequest) -> dict[str, Any]:
+        return await last_item(self._run(item, request))
+
+    async def _run(self, item: SingleInput, request: GenerateRequest) -> AsyncIterator[dict[str, Any]]:
+        if self.dead_reason is not None:
+            raise EngineDeadError(self.dead_reason)
+        if len(self.pending) >= self.max_queued:
+            raise QueueFullError(f"{len(self.pending)} requests are in flight (max_queued_requests)")
+        if request.rid in self.pending:
+            raise InvalidRequestError(f"request id {request.rid!r} is already in use", "rid")
+        pending = self.pending[request.rid] = _Pending(item)
+        ipc.send(self.to_scheduler, request)
+        finished = False
+        try:
+            while not finished:
+                update = await pending.updates.get()
+                if isinstance(update, BaseException):
+                    raise update
+                finished = update.finish_reason is not None
+                yield self._output(item, update)
+        finally:
+            del self.pending[request.rid]
+            if not finished and self.dead_reason is None:
+                # The caller went away before the end (disconnect, cancel): free its KV now.
+                ipc.send(self.to_scheduler, AbortRequest(request.rid, "the client disconnected"))
+
+    def abort(self, rid: str) -> bool:
+        if rid not in self.pending:
+            return False
+        ipc.send(self.to_scheduler, AbortRequest(rid))
+        return True
+
+    def _output(self, item: SingleInput, update: TextUpdate) -> dict[str, Any]:
+        meta = dict(update.meta or {})
+        meta["id"] = item.rid
+        if item.return_text_in_logprobs and "output_token_logprobs" in meta:
+            for key in ("input_token_logprobs", "output_token_logprobs"):
+                meta[key] = [(lp, t, self.tokenizer.decode([t])) for lp, t in meta[key]]
+        return {"text": update.text, "output_ids": update.output_ids, "meta_info": meta}
+
+    # -- control and health ------------------------------------------------------------------
+    async def control(self, kind: str, timeout: float = 30.0) -> ControlReply:
+        if self.dead_reason is not None:
+            raise EngineDeadError(self.dead_reason)
+        request_id = uuid.uuid4().hex
+        future = self.control_waiters[request_id] = asyncio.get_running_loop().create_future()
+        ipc.send(self.to_scheduler, ControlRequest(kind, request_id))
+        try:
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self.control_waiters.pop(request_id, None)
+
+    def fail_all(self, reason: str) -> None:
+        """Marks the engine dead and ends every waiting request with `reason`."""
+        if self.dead_reason is None:
+            logger.error("engine failed: %s", reason)
+        self.dead_reason = reason
+        for pending in self.pending.values():
+            pending.updates.put_nowait(EngineDeadError(reason))
+        for future in self.control_waiters.values():
+            if not future.done():
+                future.set_exception(EngineDeadError(reason))
+
+    async def _receive_text(self) -> None:
+        while True:
+            batch: TextBatch = ipc.pickle.loads(await self.from_detokenizer.recv())
+            for update in batch.updates:
+                pending = self.pending.get(update.rid)
+                if pending is not None:
+                    pending.updates.put_nowait(update)
+
+    async def _receive_control(self) -> None:
+        while True:
+            reply: ControlReply = ipc.pickle.loads(await self.from_control.recv())
+            future = self.control_waiters.get(reply.request_id)
+            if future is not None and not future.done():
+                future.set_result(reply)
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.ctx.destroy(linger=0)
