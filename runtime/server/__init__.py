@@ -1,0 +1,1 @@
+"""The HTTP server: SGLang's native API and the OpenAI API over one `TokenizerManager`."""

@@ -1,0 +1,65 @@
+"""Errors as HTTP responses, in the OpenAI error shape every client of ours can parse:
+
+    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+
+`type` follows OpenAI (`invalid_request_error`, `authentication_error`, `not_found_error`,
+`server_overloaded`, `server_error`); `code` is the HTTP status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import ORJSONResponse
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    503: "server_overloaded",
+    500: "server_error",
+}
+
+
+class ApiError(Exception):
+    """Raised by handlers; the app turns it into the response below."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.headers = headers or {}
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": ERROR_TYPES.get(status, "server_error"),
+            "param": param,
+            "code": status,
+        }
+    }
+
+
+def error_response(error: ApiError) -> ORJSONResponse:
+    return ORJSONResponse(error_body(error.status, error.message, error.param), error.status, headers=error.headers)
+
+
+def as_api_error(error: Exception) -> ApiError | None:
+    """The HTTP meaning of an exception raised by the tokenizer manager, or None if it has none
+    (a bug: the app answers 500 and logs it)."""
+    from sglang.runtime.generate_input import InvalidRequestError
+    from sglang.runtime.tokenizer_manager import EngineDeadError, QueueFullError
+
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, InvalidRequestError):
+        return ApiError(400, str(error), error.param)
+    if isinstance(error, QueueFullError):
+        return ApiError(503, str(error), headers={"Retry-After": "1"})
+    if isinstance(error, EngineDeadError):
+        return ApiError(503, f"the engine is not running: {error}")
+    return None
