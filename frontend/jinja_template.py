@@ -1,10 +1,10 @@
 """A chat template derived from a model's own Hugging Face (jinja) chat template.
 
-The prefix and suffix of a new message are found by rendering the history with and without one
-more message whose content is a sentinel: what the template prints between the history and the
-sentinel is the prefix, what follows the sentinel is the suffix. This keeps everything the
-template does with history (a default system prompt injected before the first user turn, BOS
-only at the start, folding the system prompt into the first user turn).
+The prefix and suffix of a new message are found by rendering the history plus one message whose
+content is a sentinel: what the template prints between the text already emitted for the history
+and the sentinel is the prefix, what follows the sentinel is the suffix. This keeps everything
+the template does with history (a default system prompt injected before the first user turn, BOS
+only at the start, the system prompt folded into the first user turn).
 
 `bos_token` renders as "" unless given: the server's tokenizer adds BOS itself, and a second BOS
 in the text would be encoded twice.
@@ -12,6 +12,7 @@ in the text would be encoded twice.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,7 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 _SENTINEL = "\x00SGL_CONTENT\x00"
+_PROBE = "\x00SGL_NEXT\x00"
 
 
 def _raise_exception(message: str) -> None:
@@ -52,9 +54,12 @@ class JinjaChatTemplate:
     # Any default system prompt is the template's own business (it renders it), never the interpreter's.
     default_system_prompt: str | None = None
     _template: Any = field(init=False, repr=False)
+    _turn: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._template = _environment().from_string(self.source)
+        # Programs of a batch share their turns; rendering each once keeps role markers cheap.
+        self._turn = functools.lru_cache(maxsize=4096)(self._turn_uncached)
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         return self._template.render(
@@ -66,23 +71,48 @@ class JinjaChatTemplate:
         )
 
     def get_prefix_and_suffix(self, role: str, history: list[dict]) -> tuple[str, str]:
-        history = [{"role": m["role"], "content": _text_of(m["content"])} for m in history]
+        return self._turn(tuple((m["role"], _text_of(m["content"])) for m in history), role)
+
+    def _emitted(self, history: tuple[tuple[str, str], ...]) -> str:
+        """The text the interpreter emitted for `history`: each message's prefix, content, suffix."""
+        if not history:
+            return ""
+        head, (role, content) = history[:-1], history[-1]
+        prefix, suffix = self._turn(head, role)
+        return self._emitted(head) + prefix + content + suffix
+
+    def _turn_uncached(self, history: tuple[tuple[str, str], ...], role: str) -> tuple[str, str]:
+        messages = [{"role": r, "content": c} for r, c in history] + [{"role": role, "content": _SENTINEL}]
+        full = self._render_checked(messages, role)
+        if _SENTINEL not in full:
+            # Some templates print a message only with the turn after it (llama-2 folds the system
+            # prompt into the first user turn): render a probe turn after it.
+            full = self._render_checked([*messages, {"role": "user", "content": _PROBE}], role)
+            if _SENTINEL not in full:
+                raise ValueError(f"the model's chat template does not print the content of {role!r} messages")
+        cut = full.index(_SENTINEL)
+        opening, rest = full[:cut], full[cut + len(_SENTINEL) :]
+        probe = rest.find(_PROBE)
+        emitted = self._emitted(history)
+        # Normally the history's text is a prefix of this render; if the template rewrites earlier
+        # turns, the text already emitted stays and only what differs after it is added.
+        start = len(emitted) if opening.startswith(emitted) else _common_prefix_len(emitted, opening)
+        return opening[start:], rest[:probe] if probe >= 0 else rest
+
+    def _render_checked(self, messages: list[dict], role: str) -> str:
         try:
-            before = self.render(history) if history else ""
-            full = self.render([*history, {"role": role, "content": _SENTINEL}])
+            return self.render(messages)
         except TemplateError as e:
             raise ValueError(f"the model's chat template rejects a {role!r} message here: {e}") from e
-        cut = full.find(_SENTINEL)
-        if cut < 0:
-            raise ValueError(f"the model's chat template does not print the content of {role!r} messages")
-        opening, suffix = full[:cut], full[cut + len(_SENTINEL) :]
-        # The history was already emitted; the prefix is what this render adds after it.
-        common = 0
-        for a, b in zip(before, opening):
-            if a != b:
-                break
-            common += 1
-        return opening[common:], suffix
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _text_of(content: Any) -> str:

@@ -18,7 +18,7 @@ def char_logprob(ch: str) -> float:
 
 
 class _Server:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.requests: list[tuple[str, Any]] = []
         self._lock = threading.Lock()
         owner = self
@@ -54,7 +54,7 @@ class _Server:
                 owner._record(self.path, body)
                 owner.handle(self, self.path, body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def _record(self, path: str, body: Any) -> None:
@@ -79,8 +79,10 @@ class _Server:
 class FakeSGLangServer(_Server):
     """/get_model_info, /generate (plain, batched, input_ids, streamed), /flush_cache, /health."""
 
-    def __init__(self, reply: str = "Hello world", chat_template: str | None = None, fail_generate: bool = False):
-        super().__init__()
+    def __init__(
+        self, reply: str = "Hello world", chat_template: str | None = None, fail_generate: bool = False, port: int = 0
+    ):
+        super().__init__(port)
         self.reply = reply
         self.fail_generate = fail_generate
         self.model_info: dict[str, Any] = {"model_path": "fake/Fake-Model", "tokenizer_path": "fake/Fake-Model"}
