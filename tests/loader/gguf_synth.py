@@ -41,6 +41,7 @@ class Shape:
     intermediate: int = 96
     tied: bool = True
     pre: str = "smollm"
+    add_bos: bool = False
 
     @property
     def vocab(self) -> int:
@@ -114,6 +115,7 @@ def write_gguf(path: Path, shape: Shape, state: dict[str, torch.Tensor], chat_te
     w.add_token_merges(MERGES)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
+    w.add_add_bos_token(shape.add_bos)
     if chat_template is not None:
         w.add_chat_template(chat_template)
     for name, tensor in state.items():

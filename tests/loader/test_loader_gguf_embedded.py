@@ -134,3 +134,19 @@ def test_weights_match_transformers_gguf_loading(embedded_path, embedded_weights
     assert reference.keys() == embedded_weights.keys()
     for name, tensor in reference.items():
         assert torch.equal(embedded_weights[name], tensor), name
+
+
+def test_converted_folder_generates_with_transformers(embedded_source: ModelSource, embedded_tokenizer) -> None:
+    """The cache folder is an ordinary Hugging Face folder: transformers loads it and answers correctly."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        str(embedded_source.folder), dtype=torch.float32, local_files_only=True
+    )
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    inputs = embedded_tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    output = model.generate(**inputs, max_new_tokens=12, do_sample=False)
+    answer = embedded_tokenizer.decode(output[0, inputs["input_ids"].shape[1] :])
+    assert answer == "The capital of France is Paris.<|im_end|>"

@@ -77,6 +77,17 @@ def test_synthetic_matches_transformers(pre: str, tmp_path: Path) -> None:
             assert got == want, text
 
 
+def test_add_bos_survives_the_cache(tmp_path: Path) -> None:
+    """Llama-3-style files ask for BOS on every text; the saved and reloaded tokenizer must keep adding it."""
+    shape = Shape(layers=1, pre="llama-bpe", add_bos=True)
+    write_gguf(tmp_path / "m.gguf", shape, random_state_dict(shape))
+    tokenizer = open_model_source(tmp_path / "m.gguf", "float32", cache_dir=tmp_path / "cache").load_tokenizer()
+    reference = _hf_gguf_tokenizer(tmp_path / "m.gguf")
+    ids = tokenizer("hello world")["input_ids"]
+    assert ids[0] == 1 and ids[1:] == tokenizer("hello world", add_special_tokens=False)["input_ids"]
+    assert ids == reference("hello world")["input_ids"]
+
+
 @pytest.mark.slow
 def test_embedded_matches_transformers(embedded_path: Path, embedded_tokenizer) -> None:
     reference = _hf_gguf_tokenizer(embedded_path)
