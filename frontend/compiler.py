@@ -14,7 +14,7 @@ from typing import Any
 
 from sglang.frontend.backend.base import BaseBackend
 from sglang.frontend.config import global_config, resolve_backend
-from sglang.frontend.executor import AwaitFork, ForkPoint, Gather, StreamExecutor, declared_names_of
+from sglang.frontend.executor import StreamExecutor
 from sglang.frontend.function import SglFunction, _split
 from sglang.frontend.ir import (
     SglArgument,
@@ -29,6 +29,7 @@ from sglang.frontend.ir import (
 from sglang.frontend.run import cache_program, run_batch
 from sglang.frontend.sampling_params import SamplingParams
 from sglang.frontend.state import ProgramState
+from sglang.frontend.stream_nodes import ForkPoint, Gather, declared_names_of
 from sglang.frontend.tracer import TracerProgramState, trace_program
 
 
@@ -80,8 +81,7 @@ class CompiledFunction:
                 if isinstance(node, SglFork):
                     point = ForkPoint([executors[id(c)] for c in node.children], commit=len(node.children) > 1)
                     for child in point.children:
-                        child._origin = point
-                        child.submit(AwaitFork(point))
+                        child.await_fork(point)
                     points[id(node)] = point
         # Pass 2: submit every stream's nodes, bound to this run's values and executors.
         for tracer in streams:

@@ -6,11 +6,11 @@ them in order, calling the backend. The caller blocks only when it reads somethi
 
 Invariants:
 - Expressions execute in submission order, one at a time, on the worker thread only.
-- Every variable a submitted expression will produce is declared at submission (an Event), so a
-  read issued after the submission waits for exactly that value.
-- A failing expression stores the exception, releases every waiter (events are set), and turns the
-  rest of the queue into no-ops: nobody hangs. Reads of values that were never produced raise
-  `ProgramError` chained to the original exception.
+- Every variable a submitted expression will produce is declared at submission (variables.py),
+  so a read issued after the submission waits for exactly that value.
+- A failing expression stores the exception, releases every waiter (variables and forks), and
+  turns the rest of the queue into no-ops: nobody hangs. Reads of values that were never produced
+  raise `ProgramError` chained to the original exception.
 - Forks get their starting transcript when the parent's worker reaches the fork point, so
   forking never blocks the caller.
 """
@@ -22,7 +22,6 @@ import itertools
 import queue
 import threading
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from sglang.frontend.backend.base import BaseBackend, Prompt
@@ -51,48 +50,11 @@ from sglang.frontend.ir import (
 from sglang.frontend.reasoning import reasoning_var_name, split_reasoning
 from sglang.frontend.sampling_params import SamplingParams
 from sglang.frontend.speculative import CompletionSpeculator
+from sglang.frontend.stream_nodes import AwaitFork, ForkPoint, Gather, declared_names_of
 from sglang.frontend.transcript import ImageData, Transcript
+from sglang.frontend.variables import VariableTable
 
 _END = object()  # queue marker: no more expressions for now
-
-
-@dataclass(eq=False)
-class ForkPoint(SglExpr):
-    """Parent side of a fork: hands each child a copy of the transcript at this point."""
-
-    children: list[StreamExecutor]
-    commit: bool
-    ready: threading.Event = field(default_factory=threading.Event)
-    error: BaseException | None = None
-
-
-@dataclass(eq=False)
-class AwaitFork(SglExpr):
-    """Child side of a fork: the child's first expression, waiting for the parent's fork point."""
-
-    point: ForkPoint
-
-
-@dataclass(eq=False)
-class Gather(SglExpr):
-    """Join mode "gather_variable": each new child variable becomes a list (in fork order) in the parent."""
-
-    children: list[StreamExecutor]
-    names: list[str]
-
-
-def declared_names_of(expr: SglExpr) -> list[str]:
-    if isinstance(expr, SglExprList):
-        return [n for e in expr.exprs for n in declared_names_of(e)]
-    if isinstance(expr, (SglGen, SglSelect)) and expr.name is not None:
-        return [expr.name]
-    if isinstance(expr, (SglVarScopeBegin, SglSetVar)):
-        return [expr.name]
-    if isinstance(expr, SglSeparateReasoning):
-        return [reasoning_var_name(n) for n in declared_names_of(expr.expr)] if expr.expr is not None else []
-    if isinstance(expr, Gather):
-        return list(expr.names)
-    return []
 
 
 class StreamExecutor:
@@ -114,17 +76,13 @@ class StreamExecutor:
         self.stream = stream
         self.num_api_spec_tokens = num_api_spec_tokens
         self.transcript = Transcript(chat_template or backend.get_chat_template())
-        self.variables: dict[str, Any] = {}
-        self.meta_info: dict[str, Any] = {}
+        self.vars = VariableTable()
         self.fork_start = 0  # where this stream's own text begins, for a forked stream
-        self.error: BaseException | None = None
         self._speculator = CompletionSpeculator(num_api_spec_tokens) if num_api_spec_tokens else None
         self._origin: ForkPoint | None = None
         self._scopes: dict[str, int] = {}
-        self._events: dict[str, threading.Event] = {}
-        self._pending: set[str] = set()  # declared names whose value is not produced yet
         self._fork_points: list[ForkPoint] = []
-        self._lock = threading.Lock()
+        self._fork_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._progress = threading.Condition()
         self._version = 0
@@ -135,6 +93,18 @@ class StreamExecutor:
         if autostart:
             self.start()
 
+    @property
+    def error(self) -> BaseException | None:
+        return self.vars.error
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        return self.vars.values
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
     # ---- caller side -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -143,7 +113,12 @@ class StreamExecutor:
 
     def submit(self, expr: Any) -> None:
         expr = lift(expr)
-        self._declare(expr)
+        self.vars.declare(declared_names_of(expr))
+        if isinstance(expr, ForkPoint):
+            with self._fork_lock:
+                self._fork_points.append(expr)
+            if self.error is not None:
+                self._release_forks()
         with self._start_lock:
             if self._ended and self._worker is not None:
                 # More input after end(): the old worker stops at its end marker; a new one continues.
@@ -174,15 +149,15 @@ class StreamExecutor:
                 num_api_spec_tokens=self.num_api_spec_tokens,
                 chat_template=self.transcript.template,
             )
-            child._origin = point
-            child.submit(AwaitFork(point))
+            child.await_fork(point)
             point.children.append(child)
         self.submit(point)
         return point.children
 
-    def declared_names(self) -> set[str]:
-        with self._lock:
-            return set(self._events)
+    def await_fork(self, point: ForkPoint) -> None:
+        """Make this (new) stream start from its parent's state at `point`."""
+        self._origin = point
+        self.submit(AwaitFork(point))
 
     def sync(self) -> None:
         """Wait until every submitted expression ran; raise ProgramError if the stream failed."""
@@ -191,27 +166,13 @@ class StreamExecutor:
             raise ProgramError(self.error) from self.error
 
     def get_var(self, name: str) -> Any:
-        self._await_origin(name)
-        with self._lock:
-            event = self._events.get(name)
-        if event is not None:
-            event.wait()
-        with self._lock:
-            if name in self._pending and self.error is not None:
-                raise ProgramError(self.error) from self.error
-            if name not in self.variables:
-                known = ", ".join(sorted(set(self.variables) | set(self._events))) or "none"
-                raise KeyError(f"no variable {name!r} in this program state (variables: {known})")
-            return self.variables[name]
+        if self._origin is not None and not self.vars.is_declared(name):
+            self._origin.ready.wait()  # an inherited variable exists once the parent forked
+        return self.vars.get(name)
 
     def get_meta_info(self, name: str) -> Any:
         self.get_var(name)
-        return self.meta_info.get(name)
-
-    def is_done(self, name: str) -> bool:
-        with self._lock:
-            event = self._events.get(name)
-        return event is None or event.is_set()
+        return self.vars.meta_info.get(name)
 
     def set_var(self, name: str, value: Any) -> None:
         self.submit(SglSetVar(name, value))
@@ -222,58 +183,17 @@ class StreamExecutor:
             self._progress.wait_for(lambda: self._version > seen or self._finished, timeout)
             return self._version
 
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
     def prompt(self) -> Prompt:
         t = self.transcript
         return Prompt(self.sid, t.text, tuple(t.messages), tuple(t.images), t.role, t.role_text)
 
-    # ---- bookkeeping shared by both sides ----------------------------------------------------
-
-    def _declare(self, expr: SglExpr) -> None:
-        with self._lock:
-            for name in declared_names_of(expr):
-                event = threading.Event()
-                self._events[name] = event
-                self._pending.add(name)
-                if self.error is not None:
-                    event.set()
-            if isinstance(expr, ForkPoint):
-                self._fork_points.append(expr)
-                if self.error is not None:
-                    self._release_fork(expr)
-
-    def _set(self, name: str | None, value: Any, meta: Any = None) -> None:
-        if name is None:
-            return
-        with self._lock:
-            self.variables[name] = value
-            if meta is not None:
-                self.meta_info[name] = meta
-            self._pending.discard(name)
-            event = self._events.get(name)
-        if event is not None:
-            event.set()
-
-    def _release_fork(self, point: ForkPoint) -> None:
-        if not point.ready.is_set():
-            point.error = self.error
-            point.ready.set()
-
-    def _await_origin(self, name: str) -> None:
-        # A forked stream's inherited variables exist once the parent reached the fork point.
-        if self._origin is not None and name not in self._events:
-            self._origin.ready.wait()
+    # ---- worker side -------------------------------------------------------------------------
 
     def _notify(self, finished: bool = False) -> None:
         with self._progress:
             self._version += 1
             self._finished = self._finished or finished
             self._progress.notify_all()
-
-    # ---- worker side -------------------------------------------------------------------------
 
     def _work(self) -> None:
         while True:
@@ -286,19 +206,18 @@ class StreamExecutor:
                     try:
                         self._execute(item)
                     except Exception as e:
-                        self._fail(e)
+                        self.vars.fail(e)
+                        self._release_forks()
                     self._notify()
             finally:
                 self._queue.task_done()
 
-    def _fail(self, error: BaseException) -> None:
-        with self._lock:
-            self.error = error
-            events = list(self._events.values())
+    def _release_forks(self) -> None:
+        with self._fork_lock:
             for point in self._fork_points:
-                self._release_fork(point)
-        for event in events:
-            event.set()
+                if not point.ready.is_set():
+                    point.error = self.error
+                    point.ready.set()
 
     def _execute(self, expr: SglExpr) -> None:
         if isinstance(expr, SglExprList):
@@ -317,9 +236,9 @@ class StreamExecutor:
         elif isinstance(expr, SglVarScopeBegin):
             self._scopes[expr.name] = len(self.transcript.text)
         elif isinstance(expr, SglVarScopeEnd):
-            self._set(expr.name, self.transcript.text[self._scopes.pop(expr.name) :])
+            self.vars.set(expr.name, self.transcript.text[self._scopes.pop(expr.name) :])
         elif isinstance(expr, SglSetVar):
-            self._set(expr.name, expr.value)
+            self.vars.set(expr.name, expr.value)
         elif isinstance(expr, SglVariable):
             self._fill(str(expr.source.get_var(expr.name)))
         elif isinstance(expr, SglImage):
@@ -350,11 +269,8 @@ class StreamExecutor:
             self._speculator.on_fill(value)
         self.transcript.fill(value)
 
-    def _params(self, expr: SglGen) -> SamplingParams:
-        return self.default_params.merged(expr.params, tuple(self.transcript.template.stop_str))
-
     def _gen(self, expr: SglGen) -> None:
-        params = self._params(expr)
+        params = self.default_params.merged(expr.params, tuple(self.transcript.template.stop_str))
         if self.stream:
             self._gen_stream(expr.name, params)
             return
@@ -363,27 +279,25 @@ class StreamExecutor:
         else:
             text, meta = self.backend.generate(self.prompt(), params)
         self.transcript.fill(text[0] if isinstance(text, list) else text)
-        self._set(expr.name, text, meta)
+        if expr.name is not None:
+            self.vars.set(expr.name, text, meta)
 
     def _gen_stream(self, name: str | None, params: SamplingParams) -> None:
         value, meta = "", {}
-        if name is not None:
-            with self._lock:
-                self.variables[name] = ""
         for piece, meta in self.backend.generate_stream(self.prompt(), params):
             value += piece
             self.transcript.fill(piece)
             if name is not None:
-                with self._lock:
-                    self.variables[name] = value
-                    self.meta_info[name] = meta
+                self.vars.show(name, value, meta)
             self._notify()
-        self._set(name, value, meta)
+        if name is not None:
+            self.vars.set(name, value, meta)
 
     def _select(self, expr: SglSelect) -> None:
         decision = self.backend.select(self.prompt(), expr.choices, expr.temperature, expr.choices_method)
         self._fill(decision.decision)
-        self._set(expr.name, decision.decision, decision.meta_info)
+        if expr.name is not None:
+            self.vars.set(expr.name, decision.decision, decision.meta_info)
 
     def _image(self, expr: SglImage) -> None:
         if not self.backend.supports_images:
@@ -398,20 +312,18 @@ class StreamExecutor:
         if self.stream or expr.expr is None:
             return  # streamed text was already shown to the reader; it is not rewritten
         for name in declared_names_of(expr.expr):
-            raw = self.variables[name]
+            raw = self.vars.values[name]
             reasoning, answer = split_reasoning(raw, expr.model_type)
             self.transcript.replace_tail(raw, answer)
-            self._set(name, answer)
-            self._set(reasoning_var_name(name), reasoning)
+            self.vars.set(name, answer)
+            self.vars.set(reasoning_var_name(name), reasoning)
 
     def _fork_point(self, point: ForkPoint) -> None:
         if point.commit and self.transcript.text:
             self.backend.commit_lazy_operations(self.prompt())
         for child in point.children:
             child.transcript = self.transcript.copy()
-            with self._lock:
-                child.variables.update(self.variables)
-                child.meta_info.update(self.meta_info)
+            child.vars.inherit(self.vars)
             child.fork_start = len(self.transcript.text)
         point.ready.set()
 
@@ -419,10 +331,10 @@ class StreamExecutor:
         for child in expr.children:
             child.sync()
         for name in expr.names:
-            self._set(name, [c.variables[name] for c in expr.children if name in c.variables])
+            self.vars.set(name, [c.variables[name] for c in expr.children if name in c.variables])
 
     def _concatenate(self, expr: SglConcateAndAppend) -> None:
-        children = [s.stream_executor if hasattr(s, "stream_executor") else s for s in expr.states]
+        children = [getattr(s, "stream_executor", s) for s in expr.states]
         for child in children:
             child.sync()
         self._fill("".join(c.transcript.text[c.fork_start :] for c in children))

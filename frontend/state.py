@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sglang.frontend.errors import ProgramError
-from sglang.frontend.executor import Gather, StreamExecutor
+from sglang.frontend.executor import StreamExecutor
 from sglang.frontend.ir import (
     SglConcateAndAppend,
     SglExpr,
@@ -22,6 +22,7 @@ from sglang.frontend.ir import (
     SglVarScopeBegin,
     SglVarScopeEnd,
 )
+from sglang.frontend.stream_nodes import Gather
 
 
 class ProgramState:
@@ -89,7 +90,7 @@ class ProgramState:
     __getitem__ = get_var
 
     def __contains__(self, name: str) -> bool:
-        return name in self.stream_executor.declared_names() or name in self.stream_executor.variables
+        return name in self.stream_executor.vars.names() or name in self.stream_executor.variables
 
     def get_meta_info(self, name: str) -> Any:
         return self.stream_executor.get_meta_info(name)
@@ -172,7 +173,7 @@ def _is_complete(exe: StreamExecutor, var_name: str | None) -> bool:
     # Read before the text: whatever was complete then is fully visible in the text read after.
     if var_name is None or exe.error is not None:
         return exe.finished or exe.error is not None
-    return (var_name in exe.variables and exe.is_done(var_name)) or exe.finished
+    return (var_name in exe.variables and exe.vars.is_done(var_name)) or exe.finished
 
 
 class ProgramStateGroup:
@@ -209,7 +210,7 @@ class ProgramStateGroup:
         parent = self.src_state.stream_executor
         children = [s.stream_executor for s in self.states]
         if mode == "gather_variable":
-            names = set().union(*(c.declared_names() for c in children)) - parent.declared_names()
+            names = set().union(*(c.vars.names() for c in children)) - parent.vars.names()
             parent.submit(Gather(children, sorted(names)))
         elif mode == "concate_and_append":
             parent.submit(SglConcateAndAppend(children))
