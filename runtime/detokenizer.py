@@ -17,6 +17,7 @@ import zmq
 
 from sglang.runtime import ipc
 from sglang.runtime.io_struct import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
+from sglang.runtime.process_setup import init_child_process
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class Detokenizer:
 
 
 def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints, log_level: str) -> None:
-    logging.basicConfig(level=log_level.upper(), format="[detokenizer] %(levelname)s %(name)s: %(message)s")
+    init_child_process("detokenizer", log_level)
     from sglang.runtime.loader.tokenizer import load_tokenizer
 
     detokenizer = Detokenizer(load_tokenizer(Path(tokenizer_path)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -59,6 +59,8 @@ class TokenizerManager:
         self.pending: dict[str, _Pending] = {}
         self.control_waiters: dict[str, asyncio.Future[ControlReply]] = {}
         self.dead_reason: str | None = None
+        self.finish_observers: list[Callable[[dict[str, Any]], None]] = []
+        """Called with each request's final `meta_info` (metrics, request logs)."""
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
@@ -139,7 +141,11 @@ class TokenizerManager:
                 if isinstance(update, BaseException):
                     raise update
                 finished = update.finish_reason is not None
-                yield self._output(item, update)
+                output = self._output(item, update)
+                if finished:
+                    for observe in self.finish_observers:
+                        observe(output["meta_info"])
+                yield output
         finally:
             del self.pending[request.rid]
             if not finished and self.dead_reason is None:

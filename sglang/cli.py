@@ -1,11 +1,85 @@
-"""The `sglang` command line."""
+"""The `sglang` command line: `sglang serve` and `sglang generate`.
+
+Every runtime flag comes from `ServerArgs`, so `sglang serve --help`, `sglang generate --help`
+and `python -m sglang.launch_server --help` list the same settings with the same defaults.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _server_args(args: argparse.Namespace):
+    from sglang.runtime.server_args import ServerArgs
+
+    return ServerArgs.from_cli_args(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sglang.runtime.server.serve import serve
+
+    return serve(_server_args(args))
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from sglang.runtime.engine import Engine
+
+    server_args = _server_args(args)
+    with Engine(**vars(server_args)) as engine:
+        if args.raw:
+            prompt = args.prompt
+        else:
+            messages = [{"role": "user", "content": args.prompt}]
+            prompt = engine.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        params = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
+        printed = 0
+        for chunk in engine.generate(prompt, params, stream=True):
+            sys.stdout.write(chunk["text"][printed:])
+            sys.stdout.flush()
+            printed = len(chunk["text"])
+        sys.stdout.write("\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from sglang.runtime.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(
+        prog="sglang",
+        description="SGLang-compatible LLM serving on any device. Without --model-path, the embedded "
+        "SmolLM2-135M-Instruct is served.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve", help="run the HTTP server (SGLang native API and OpenAI API)",
+        description="Run the HTTP server: SGLang's native API (/generate, ...) and the OpenAI API (/v1/...).",
+    )  # fmt: skip
+    ServerArgs.add_cli_args(serve)
+    serve.set_defaults(run=_serve)
+    generate = commands.add_parser(
+        "generate", help="generate once from a prompt and print the text",
+        description="Load the model, generate from one prompt (as a chat message unless --raw), print the text.",
+    )  # fmt: skip
+    generate.add_argument("--prompt", required=True, help="The prompt (a user message unless --raw).")
+    generate.add_argument("--max-new-tokens", type=int, default=128, help="Most tokens to generate.")
+    generate.add_argument("--temperature", type=float, default=0.0, help="Sampling temperature; 0 is greedy.")
+    generate.add_argument("--raw", action="store_true", help="Send the prompt as is, without the chat template.")
+    ServerArgs.add_cli_args(generate)
+    generate.set_defaults(run=_generate)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sglang")
-    parser.parse_args(argv)
-    return 0
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.log_level)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,8 @@
-"""Recording log-probabilities into requests, in SGLang's `(logprob, token_id)` form."""
+"""A request's results as SGLang reports them: log-probabilities and `meta_info`."""
 
 from __future__ import annotations
+
+import time
 
 import torch
 
@@ -42,6 +44,19 @@ def record_output(req: Req, token: int, row: torch.Tensor) -> None:
         log.output_ids_logprob.append(_of_ids(row, want.token_ids_logprob))
 
 
+def latencies(req: Req) -> dict[str, float]:
+    """Seconds from arrival to the first token (`ttft`), to now (`e2e_latency`), and the mean
+    gap between output tokens (`itl`). Arrival is stamped with the system-wide monotonic clock
+    in the tokenizer manager's process, so the difference is meaningful here."""
+    now = time.monotonic()
+    out: dict[str, float] = {"e2e_latency": now - req.arrival_time}
+    if req.first_token_time is not None:
+        out["ttft"] = req.first_token_time - req.arrival_time
+        if len(req.output_ids) > 1:
+            out["itl"] = (now - req.first_token_time) / (len(req.output_ids) - 1)
+    return out
+
+
 def meta_info(req: Req) -> dict:
     """SGLang's `meta_info` for a request; logprob fields only when asked for."""
     meta = {
@@ -50,6 +65,7 @@ def meta_info(req: Req) -> dict:
         "completion_tokens": len(req.output_ids),
         "cached_tokens": req.cached_tokens,
         "finish_reason": req.finish_reason,
+        **latencies(req),
     }
     if req.logprobs.return_logprob:
         log = req.log

@@ -20,6 +20,7 @@ from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest,
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_loading import LoadedModel, load_model
 from sglang.runtime.model_runner import ModelRunner, kv_bytes_per_token
+from sglang.runtime.process_setup import init_child_process
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.server_args import ServerArgs
@@ -105,7 +106,7 @@ def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
 
 
 def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints, ready: Connection) -> None:
-    logging.basicConfig(level=args.log_level.upper(), format="[scheduler] %(levelname)s %(name)s: %(message)s")
+    init_child_process("scheduler", args.log_level)
     try:
         scheduler, info = build_scheduler(args)
     except Exception as e:

@@ -54,6 +54,7 @@ class Req:
         self.grammar: Any = None
         self.grammar_future: Future | None = None
         self.grammar_error: str | None = None
+        self.first_token_time: float | None = None
         self.sent_output_len = 0
         self.sent_meta = False
         self.generator: torch.Generator | None = None

@@ -12,6 +12,7 @@ of KV while the pool could serve them later.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import torch
@@ -209,6 +210,8 @@ class Scheduler:
             result = sample(reqs, logits[[row for _, row in sample_rows]])
             for i, (req, token) in enumerate(zip(reqs, result.token_ids)):
                 req.output_ids.append(token)
+                if req.first_token_time is None:
+                    req.first_token_time = time.monotonic()
                 self.stats["generation_tokens"] += 1
                 if result.logprobs is not None and req.logprobs.return_logprob:
                     logprobs.record_output(req, token, result.logprobs[i])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi.responses import ORJSONResponse
+import orjson
+from fastapi.responses import Response
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -44,8 +45,12 @@ def error_body(status: int, message: str, param: str | None = None) -> dict[str,
     }
 
 
-def error_response(error: ApiError) -> ORJSONResponse:
-    return ORJSONResponse(error_body(error.status, error.message, error.param), error.status, headers=error.headers)
+def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(payload), status, headers=headers, media_type="application/json")
+
+
+def error_response(error: ApiError) -> Response:
+    return json_response(error_body(error.status, error.message, error.param), error.status, error.headers)
 
 
 def as_api_error(error: Exception) -> ApiError | None:

@@ -1,0 +1,16 @@
+"""What every child process of the engine does first."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+
+def init_child_process(name: str, log_level: str) -> None:
+    """Logs tagged with the process name; SIGINT ignored (a terminal's Ctrl-C reaches the whole
+    process group, and the parent decides how to stop); SIGTERM exits cleanly, so that
+    finalizers release what the process holds (semaphores, sockets)."""
+    logging.basicConfig(level=log_level.upper(), format=f"[{name}] %(asctime)s %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

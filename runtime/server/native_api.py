@@ -1,0 +1,171 @@
+"""SGLang's native HTTP API, as SGLang's own clients (and the frontend's RuntimeEndpoint) use it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+
+from sglang.runtime.generate_input import GenerateInput
+from sglang.runtime.server.errors import ApiError, as_api_error, error_body, json_response
+from sglang.runtime.server.state import server_state
+from sglang.runtime.tokenizer_manager import last_item
+
+router = APIRouter()
+
+
+async def json_body(request: Request) -> Any:
+    try:
+        return orjson.loads(await request.body())
+    except orjson.JSONDecodeError as e:
+        raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+
+
+def sse(payload: Any) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+async def sse_stream(outputs: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    """Server-sent events of `outputs`, then `[DONE]`. An error once the stream has begun can
+    only be reported in-band, as an error event. Closing this generator (client gone) closes
+    `outputs`, which aborts the request."""
+    try:
+        async for out in outputs:
+            yield sse(out)
+    except Exception as e:
+        api_error = as_api_error(e) or ApiError(500, f"internal error: {type(e).__name__}")
+        yield sse(error_body(api_error.status, api_error.message, api_error.param))
+    yield SSE_DONE
+
+
+async def first_output(outputs: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """Starts `outputs` so that errors raised before the first output (bad input, full queue)
+    become HTTP errors rather than stream events; then replays it."""
+    try:
+        first = await anext(outputs)
+    except StopAsyncIteration:
+        return
+    except Exception as e:
+        raise as_api_error(e) or e from None
+
+    async def replay() -> AsyncIterator[Any]:
+        yield first
+        async for out in outputs:
+            yield out
+
+    return replay()
+
+
+async def until_disconnected(request: Request, awaitable: Awaitable[Any]) -> Any:
+    """Awaits `awaitable`, cancelling it if the client disconnects first (which aborts the
+    request in the tokenizer manager and frees its KV at once)."""
+    work = asyncio.ensure_future(awaitable)
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if work not in done:
+            work.cancel()
+            raise ApiError(499, "the client disconnected")
+        return work.result()
+    finally:
+        watcher.cancel()
+
+
+@router.post("/generate")
+async def generate(request: Request) -> Response:
+    state = server_state(request)
+    body = await json_body(request)
+    try:
+        obj = GenerateInput.from_dict(body)
+    except TypeError as e:
+        raise ApiError(400, str(e)) from None
+    outputs = state.manager.generate(obj)
+    if obj.stream:
+        return StreamingResponse(sse_stream(await first_output(outputs)), media_type="text/event-stream")
+    try:
+        return json_response(await until_disconnected(request, last_item(outputs)))
+    except Exception as e:
+        raise as_api_error(e) or e from None
+
+
+@router.get("/get_model_info")
+async def get_model_info(request: Request) -> dict[str, Any]:
+    info = server_state(request).info
+    return {
+        "model_path": info.model_path,
+        "tokenizer_path": info.tokenizer_path,
+        "is_generation": True,
+        "architecture": info.architecture,
+        "chat_template": info.chat_template,
+        "context_length": info.context_length,
+    }
+
+
+@router.get("/get_server_info")
+async def get_server_info(request: Request) -> dict[str, Any]:
+    state = server_state(request)
+    reply = await state.manager.control("server_info")
+    args = {k: v for k, v in vars(state.args).items() if k != "api_key"}
+    return {**args, **reply.payload, "device": state.info.device, "dtype": state.info.dtype, "version": _version()}
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    state = server_state(request)
+    if state.manager.dead_reason is not None:
+        raise ApiError(503, f"unhealthy: {state.manager.dead_reason}")
+    return Response(status_code=200)
+
+
+@router.get("/health_generate")
+async def health_generate(request: Request) -> Response:
+    """Healthy only if a one-token generation completes."""
+    state = server_state(request)
+    obj = GenerateInput(input_ids=[0], sampling_params={"max_new_tokens": 1, "temperature": 0})
+    try:
+        await last_item(state.manager.generate(obj))
+    except Exception as e:
+        raise ApiError(503, f"unhealthy: {e}") from None
+    return Response(status_code=200)
+
+
+@router.api_route("/flush_cache", methods=["GET", "POST"])
+async def flush_cache(request: Request) -> Response:
+    reply = await server_state(request).manager.control("flush_cache")
+    if not reply.ok:
+        raise ApiError(409, f"cache not flushed: {reply.payload.get('reason')}")
+    return Response("Cache flushed.\n", status_code=200)
+
+
+@router.post("/abort_request")
+async def abort_request(request: Request) -> dict[str, Any]:
+    body = await json_body(request)
+    rid = body.get("rid") if isinstance(body, dict) else None
+    if not isinstance(rid, str):
+        raise ApiError(400, "give the request id to abort as {'rid': ...}", "rid")
+    return {"rid": rid, "aborted": server_state(request).manager.abort(rid)}
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    state = server_state(request)
+    info = (await state.manager.control("server_info")).payload
+    return Response(state.extras["metrics"].render(info), media_type="text/plain; version=0.0.4")
+
+
+def _version() -> str:
+    from sglang import __version__
+
+    return __version__

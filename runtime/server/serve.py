@@ -1,0 +1,111 @@
+"""`sglang serve`: the engine's children, the tokenizer manager on uvicorn's event loop, and a
+graceful drain on SIGTERM/SIGINT (stop accepting, finish running requests within
+`DRAIN_TIMEOUT_S`, exit 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+
+from sglang.runtime.launch import Children, launch_children
+from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.server.app import create_app
+from sglang.runtime.server.state import ServerState
+from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.tokenizer_manager import TokenizerManager
+
+logger = logging.getLogger("sglang.server")
+
+DRAIN_TIMEOUT_S = 30.0
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn, with SIGTERM/SIGINT starting a drain instead of an immediate shutdown."""
+
+    def __init__(self, config: uvicorn.Config, state: ServerState) -> None:
+        super().__init__(config)
+        self.state = state
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._begin_drain, sig)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+    def _begin_drain(self, sig: signal.Signals) -> None:
+        if self.state.draining:  # a second signal: stop now
+            self.force_exit = self.should_exit = True
+            return
+        logger.info("%s received: draining %d request(s), then exiting", sig.name, len(self.state.manager.pending))
+        self.state.draining = True
+        asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_TIMEOUT_S
+        while self.state.manager.pending and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        self.should_exit = True
+
+
+async def _serve(args: ServerArgs, children: Children, tokenizer) -> None:
+    manager = TokenizerManager(children.endpoints, children.info, tokenizer, args.max_queued_requests)
+    manager.start()
+    loop = asyncio.get_running_loop()
+    for process in children.processes:
+
+        def on_exit(process=process) -> None:
+            loop.remove_reader(process.sentinel)
+            manager.fail_all(f"the {process.name} process exited unexpectedly (exit code {process.exitcode})")
+
+        loop.add_reader(process.sentinel, on_exit)
+    state = ServerState(args=args, info=children.info, tokenizer=tokenizer, manager=manager)
+    config = uvicorn.Config(
+        create_app(state), host=args.host, port=args.port, log_level=args.log_level, access_log=False,
+        timeout_graceful_shutdown=5, lifespan="off",
+    )  # fmt: skip
+    server = DrainingServer(config, state)
+    ready = loop.create_task(_announce_when_ready(server, args, children))
+    try:
+        await server.serve()
+    finally:
+        ready.cancel()
+        for process in children.processes:
+            loop.remove_reader(process.sentinel)
+        manager.close()
+
+
+async def _announce_when_ready(server: uvicorn.Server, args: ServerArgs, children: Children) -> None:
+    while not server.started:
+        await asyncio.sleep(0.05)
+    info = children.info
+    logger.info(
+        "ready: http://%s:%d  device=%s dtype=%s model=%s", args.host, args.port, info.device, info.dtype,
+        info.model_path,
+    )  # fmt: skip
+
+
+def serve(args: ServerArgs) -> int:
+    children = launch_children(args)
+    try:
+        tokenizer = load_tokenizer(Path(children.info.tokenizer_path))
+        try:
+            import uvloop
+
+            uvloop.run(_serve(args, children, tokenizer))
+        except ImportError:
+            asyncio.run(_serve(args, children, tokenizer))
+    finally:
+        children.terminate()
+    return 0
