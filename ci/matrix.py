@@ -1,0 +1,217 @@
+"""The conformance matrix: every device x every suite, run where possible, reported honestly.
+
+    python ci/matrix.py                      # every known device, every suite
+    python ci/matrix.py --devices cpu,cuda --suites op_parity
+    python ci/matrix.py --list               # the matrix and the pytest command of each cell
+    python ci/matrix.py --json out.json -- -x   # also write results; args after -- go to pytest
+
+Each cell is one pytest run with `SGLANG_TEST_DEVICE=<device>`, which narrows the suite's
+device parametrization (tests/conformance.py) to that device. A cell reads:
+
+- `pass`: tests parametrized with this device passed and none failed;
+- `FAIL`: a test failed or errored, or pytest itself failed;
+- `skipped`: nothing ran on the device; the skip reasons (declared capabilities) are listed;
+- `not run here`: the device is unavailable on this machine (its reason is shown); a suite
+  that needs no device (`static`) still runs;
+- `no tests`: the suite's paths are missing, nothing was collected, or only tests that are not
+  parametrized by device ran (those never count as testing the device).
+
+The exit status is 1 when any cell failed, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICE_ENV = "SGLANG_TEST_DEVICE"
+PYTEST_NO_TESTS = 5
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    paths: tuple[str, ...]
+    needs_device: bool
+    description: str
+
+
+SUITES: tuple[Suite, ...] = (
+    Suite("static", ("tests/platforms/test_declarations.py",), False,
+          "declarations only: identity, capabilities, availability, native-op table (no device used)"),
+    Suite("op_parity", ("tests/ops/test_op_parity.py", "tests/ops/test_device_runtime.py"), True,
+          "every op as the platform serves it vs the reference; the device runtime"),
+    Suite("model_parity", ("tests/models/test_model_parity.py",), True,
+          "logits vs transformers on small random-weight models of every architecture"),
+    Suite("e2e", ("tests/e2e",), True,
+          "native API, OpenAI API and frontend programs against a server on the device"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "FAIL"
+
+    def cell(self) -> str:
+        return f"{self.status} ({self.detail})" if self.detail else self.status
+
+
+@dataclass
+class Tally:
+    """What a junit report says, from one device's point of view."""
+
+    on_device: int = 0
+    """Passed tests whose parametrization names the device."""
+    agnostic: int = 0
+    """Passed tests not parametrized by device: they say nothing about the device."""
+    failed: int = 0
+    skip_reasons: Counter = field(default_factory=Counter)
+
+
+def names_device(test_name: str, device: str) -> bool:
+    """Whether `test_x[cpu-rms_norm-fp32]`'s parameter ids include `device` as a whole id."""
+    _, bracket, params = test_name.partition("[")
+    return bool(bracket) and device in params.rstrip("]").split("-")
+
+
+def tally(junit_xml: str, device: str) -> Tally:
+    result = Tally()
+    for case in ET.fromstring(junit_xml).iter("testcase"):
+        children = {child.tag: child for child in case}
+        if "failure" in children or "error" in children:
+            result.failed += 1
+        elif "skipped" in children:
+            result.skip_reasons[children["skipped"].get("message", "").removeprefix("Skipped: ")] += 1
+        elif names_device(case.get("name", ""), device):
+            result.on_device += 1
+        else:
+            result.agnostic += 1
+    return result
+
+
+def judge(result: Tally, returncode: int) -> Outcome:
+    if result.failed:
+        return Outcome("FAIL", f"{result.failed} failed, {result.on_device} passed")
+    if returncode not in (0, PYTEST_NO_TESTS):
+        return Outcome("FAIL", f"pytest exited {returncode}")
+    skipped = sum(result.skip_reasons.values())
+    if result.on_device:
+        return Outcome("pass", f"{result.on_device} passed" + (f", {skipped} skipped" if skipped else ""))
+    if skipped:
+        return Outcome("skipped", "; ".join(sorted(result.skip_reasons)))
+    if result.agnostic:
+        return Outcome("no tests", f"only {result.agnostic} tests not parametrized by device")
+    return Outcome("no tests", "nothing collected")
+
+
+def pytest_command(suite: Suite, junit_path: str | None, extra: Sequence[str]) -> list[str]:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suite.paths, *extra]
+    return [*command, f"--junitxml={junit_path}"] if junit_path else command
+
+
+def run_suite(device: str, suite: Suite, extra: Sequence[str] = (), timeout: float = 3600) -> Outcome:
+    missing = [p for p in suite.paths if not (ROOT / p).exists()]
+    if missing:
+        return Outcome("no tests", f"{', '.join(missing)} missing")
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = os.path.join(tmp, "junit.xml")
+        env = {**os.environ, DEVICE_ENV: device}
+        try:
+            proc = subprocess.run(pytest_command(suite, junit, extra), cwd=ROOT, env=env, timeout=timeout,
+                                  capture_output=True, text=True)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return Outcome("FAIL", f"timed out after {timeout:.0f} s")
+        if not os.path.exists(junit):
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+            return Outcome("FAIL", f"pytest exited {proc.returncode} without a report: {tail[0]}")
+        return judge(tally(Path(junit).read_text(), device), proc.returncode)
+
+
+def device_availability(devices: Sequence[str]) -> dict[str, tuple[bool, str]]:
+    from sglang.platforms.registry import platform_class
+
+    states = {name: platform_class(name).availability() for name in devices}
+    return {name: (s.available, s.reason) for name, s in states.items()}
+
+
+def run_matrix(
+    devices: Sequence[str],
+    suites: Sequence[Suite],
+    availability: dict[str, tuple[bool, str]],
+    run: Callable[[str, Suite], Outcome],
+) -> dict[tuple[str, str], Outcome]:
+    """Runs each cell the machine can run; the others are `not run here` with the device's reason."""
+    results = {}
+    for device in devices:
+        available, reason = availability[device]
+        for suite in suites:
+            if suite.needs_device and not available:
+                results[device, suite.name] = Outcome("not run here", reason)
+            else:
+                print(f"[matrix] {device} x {suite.name} ...", file=sys.stderr, flush=True)
+                results[device, suite.name] = run(device, suite)
+    return results
+
+
+def render(devices: Sequence[str], suites: Sequence[Suite], results: dict[tuple[str, str], Outcome]) -> str:
+    header = ["device", *(s.name for s in suites)]
+    rows = [[d, *(results[d, s.name].cell() for s in suites)] for d in devices]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--devices", help="comma-separated; default: every known platform")
+    parser.add_argument("--suites", help=f"comma-separated from {', '.join(s.name for s in SUITES)}")
+    parser.add_argument("--list", action="store_true", help="print the matrix and commands, run nothing")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per cell")
+    args = parser.parse_args(argv)
+
+    from sglang.platforms.registry import known_platforms
+
+    known = list(known_platforms())
+    devices = args.devices.split(",") if args.devices else known
+    by_name = {s.name: s for s in SUITES}
+    suites = [by_name[n] for n in args.suites.split(",")] if args.suites else list(SUITES)
+    unknown = [d for d in devices if d not in known]
+    if unknown:
+        parser.error(f"unknown device(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    if args.list:
+        for suite in suites:
+            command = " ".join(pytest_command(suite, None, extra))
+            print(f"{suite.name}: {suite.description}\n    {DEVICE_ENV}=<device> {command}")
+        return 0
+
+    availability = device_availability(devices)
+    results = run_matrix(devices, suites, availability, lambda d, s: run_suite(d, s, extra, args.timeout))
+    print(render(devices, suites, results))
+    if args.json:
+        cells = [{"device": d, "suite": s, **asdict(o)} for (d, s), o in results.items()]
+        args.json.write_text(json.dumps(cells, indent=2))
+    return int(any(o.failed for o in results.values()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

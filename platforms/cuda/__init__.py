@@ -1,0 +1,1 @@
+"""The cuda platform package; see `platform.CudaPlatform` and `runtime.CudaRuntime`."""

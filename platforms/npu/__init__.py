@@ -1,0 +1,1 @@
+"""The npu platform package; see `platform.NpuPlatform`."""

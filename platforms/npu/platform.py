@@ -1,0 +1,51 @@
+"""The npu platform: Huawei Ascend NPUs through the `torch_npu` extension and HCCL.
+
+`torch_npu` claims torch's PrivateUse1 dispatch key under the name `npu` when imported, so it
+is imported before any `npu` device is named. Native fused ops come later.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+
+from sglang.platforms.base import Availability, Capabilities, Platform
+from sglang.platforms.cuda.platform import visible_devices_hint
+
+
+class NpuPlatform(Platform):
+    name = "npu"
+    device_type = "npu"
+    dispatch_key = "PrivateUse1"
+    capabilities = Capabilities(
+        dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
+        page_sizes=None,
+        graph_capture=False,
+        # Compiling for Ascend needs the separate torchair backend, not inductor.
+        torch_compile=False,
+        triton=False,
+        custom_all_reduce=False,
+        overlap_scheduling=True,
+        mixed_prefill_decode=True,
+        distributed_backend="hccl",
+        default_dtype=torch.bfloat16,
+    )
+    native_ops = {"device_runtime": "sglang.platforms.npu.runtime:NpuRuntime"}
+
+    @classmethod
+    def availability(cls) -> Availability:
+        if importlib.util.find_spec("torch_npu") is None:
+            return Availability.no("torch_npu is not installed")
+        try:
+            import torch_npu  # noqa: F401
+        except Exception as exc:  # a missing CANN toolkit surfaces as OSError/RuntimeError, not ImportError
+            return Availability.no(f"torch_npu failed to import: {exc}")
+        if not torch.npu.is_available():
+            return Availability.no("no Ascend NPU visible" + visible_devices_hint("ASCEND_RT_VISIBLE_DEVICES"))
+        return Availability.yes()
+
+    def device(self, index: int = 0) -> torch.device:
+        import torch_npu  # noqa: F401  (registers the `npu` device type)
+
+        return super().device(index)

@@ -1,0 +1,1 @@
+"""The rocm platform package; see `platform.RocmPlatform`."""

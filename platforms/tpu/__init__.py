@@ -1,0 +1,1 @@
+"""The tpu platform package; see `platform.TpuPlatform`."""

@@ -1,0 +1,1 @@
+"""The xpu platform package; see `platform.XpuPlatform`."""

@@ -1,0 +1,11 @@
+"""The xpu device runtime: `torch.xpu` sync, memory and cache calls; no graph capture."""
+
+from __future__ import annotations
+
+from sglang.platforms.cuda.runtime import TorchDeviceRuntime
+
+
+class XpuRuntime(TorchDeviceRuntime):
+    """Graph capture is left out: XPU graphs are new in torch and unproven here."""
+
+    module_name = "xpu"

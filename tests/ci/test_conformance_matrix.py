@@ -1,0 +1,98 @@
+"""ci/matrix.py: how cells are judged, and that it never reports an untested device as tested."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+MATRIX_PATH = Path(__file__).resolve().parents[2] / "ci" / "matrix.py"
+spec = importlib.util.spec_from_file_location("conformance_matrix", MATRIX_PATH)
+matrix = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = matrix  # dataclasses look their module up while the class is built
+spec.loader.exec_module(matrix)
+
+
+def junit(*cases: tuple[str, str | None, str]) -> str:
+    """A junit report from (test name, outcome tag or None for passed, skip message)."""
+    body = "".join(
+        f'<testcase classname="t" name="{name}">' + (f'<{tag} message="{message}"/>' if tag else "") + "</testcase>"
+        for name, tag, message in cases
+    )
+    return f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>'
+
+
+@pytest.mark.parametrize(
+    ("name", "device", "expected"),
+    [
+        ("test_x[cpu-rms_norm-torch.float32]", "cpu", True),
+        ("test_x[cpu-rms_norm-torch.float32]", "cuda", False),
+        ("test_x[cuda]", "cuda", True),
+        ("test_x[cudagraph-1]", "cuda", False),
+        ("test_plain", "cpu", False),
+    ],
+)
+def test_names_device(name: str, device: str, expected: bool) -> None:
+    assert matrix.names_device(name, device) is expected
+
+
+def judge(xml: str, device: str = "cpu", returncode: int = 0):
+    return matrix.judge(matrix.tally(xml, device), returncode)
+
+
+def test_pass_counts_only_tests_parametrized_by_the_device() -> None:
+    outcome = judge(junit(("a[cpu-x]", None, ""), ("b[cpu-y]", "skipped", "bf16 unsupported"), ("c", None, "")))
+    assert (outcome.status, outcome.detail) == ("pass", "1 passed, 1 skipped")
+
+
+def test_a_failure_or_error_fails_the_cell() -> None:
+    assert judge(junit(("a[cpu]", None, ""), ("b[cpu]", "failure", "boom")), returncode=1).status == "FAIL"
+    assert judge(junit(("a[cpu]", "error", "fixture broke")), returncode=1).status == "FAIL"
+    assert judge(junit(), returncode=4).status == "FAIL"  # usage error: nothing ran, nothing passed
+
+
+def test_all_skipped_reports_the_reasons() -> None:
+    outcome = judge(junit(("a[tpu]", "skipped", "tpu: jax is not installed")), device="tpu")
+    assert (outcome.status, outcome.detail) == ("skipped", "tpu: jax is not installed")
+
+
+def test_device_agnostic_passes_are_not_a_pass_for_the_device() -> None:
+    outcome = judge(junit(("test_plain", None, ""), ("test_x[cpu]", None, "")), device="cuda")
+    assert outcome.status == "no tests"
+    assert judge(junit(), returncode=5).status == "no tests"
+
+
+def test_unavailable_devices_are_not_run_except_static_checks() -> None:
+    ran = []
+
+    def runner(device, suite):
+        ran.append((device, suite.name))
+        return matrix.Outcome("pass", "1 passed")
+
+    availability = {"cpu": (True, ""), "npu": (False, "torch_npu is not installed")}
+    results = matrix.run_matrix(["cpu", "npu"], matrix.SUITES, availability, runner)
+    assert ("npu", "static") in ran and ("cpu", "op_parity") in ran
+    assert not any(device == "npu" and suite != "static" for device, suite in ran)
+    assert results["npu", "op_parity"] == matrix.Outcome("not run here", "torch_npu is not installed")
+    table = matrix.render(["cpu", "npu"], matrix.SUITES, results)
+    assert "not run here (torch_npu is not installed)" in table
+    assert table.splitlines()[0].split(" | ")[0].strip() == "device"
+
+
+def test_real_run_of_an_unavailable_device(tmp_path: Path) -> None:
+    """End to end: the static suite runs for real; device suites are reported as not run."""
+    from sglang.platforms.registry import known_platforms, platform_class
+
+    absent = next((n for n in known_platforms() if not platform_class(n).is_available()), None)
+    if absent is None:
+        pytest.skip("every known device is available here")
+    out = tmp_path / "cells.json"
+    code = matrix.main(["--devices", absent, "--suites", "static,op_parity", "--json", str(out)])
+    cells = {c["suite"]: c for c in json.loads(out.read_text())}
+    assert code == 0
+    assert cells["static"]["status"] == "pass"
+    assert cells["op_parity"]["status"] == "not run here"
+    assert cells["op_parity"]["detail"] == platform_class(absent).availability().reason

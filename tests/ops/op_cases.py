@@ -1,0 +1,240 @@
+"""Parity cases: for every op, inputs of several shapes and how to call and compare it.
+
+A case's `make` draws fresh inputs on the oracle device from a seeded generator; `call` applies
+an implementation (a function, or a class for `attention_backend`); `check` compares a device's
+outputs with the reference's. Inputs are drawn so that the comparison is well defined: routing
+logits have no ties, and sampled rows are compared only where the result is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import paged_attention_cases as pac
+import torch
+from conformance import assert_close
+
+from sglang.ops.rotary import RopeScaling, RotaryTable
+from sglang.ops.sampling import SamplingTensors, filter_probs
+
+Make = Callable[[torch.Generator, torch.dtype], tuple]
+
+
+def _call(impl: Any, args: tuple) -> Any:
+    return impl(*args)
+
+
+def _check(actual: Any, expected: Any, args: tuple, dtype: torch.dtype) -> None:
+    assert_close(actual, expected, dtype)
+
+
+@dataclass(frozen=True)
+class OpCase:
+    op: str
+    name: str
+    make: Make
+    call: Callable[[Any, tuple], Any] = _call
+    check: Callable[[Any, Any, tuple, torch.dtype], None] = _check
+    page_size: int | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.name}"
+
+
+def randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.float32, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(*shape, generator=gen) * scale).to(dtype)
+
+
+def distinct_logits(gen: torch.Generator, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
+    """Per row a shuffle of `k / 4`: exact in bf16 and tie-free, so top-k is unambiguous."""
+    return torch.stack([torch.randperm(cols, generator=gen) for _ in range(rows)]).to(dtype) / 4
+
+
+def _rotary(tokens: int, heads: int, kv_heads: int, dim: int, rotary_dim: int, neox: bool) -> Make:
+    table = RotaryTable.build(rotary_dim, 64, 10000.0, RopeScaling(kind="linear", factor=2.0)).cos_sin
+
+    def make(gen, dtype):
+        positions = torch.randint(0, 64, (tokens,), generator=gen)
+        return (
+            positions,
+            randn(gen, tokens, heads, dim, dtype=dtype),
+            randn(gen, tokens, kv_heads, dim, dtype=dtype),
+            table,
+            neox,
+        )
+
+    return make
+
+
+def _moe_experts(tokens: int, experts: int, hidden: int, inter: int, top_k: int, act: str) -> Make:
+    def make(gen, dtype):
+        weights, ids = distinct_logits(gen, tokens, experts, torch.float32).softmax(-1).topk(top_k, dim=-1)
+        return (
+            randn(gen, tokens, hidden, dtype=dtype),
+            randn(gen, experts, 2 * inter, hidden, dtype=dtype, scale=hidden**-0.5),
+            randn(gen, experts, hidden, inter, dtype=dtype, scale=inter**-0.5),
+            weights / weights.sum(-1, keepdim=True),
+            ids,
+            act,
+        )
+
+    return make
+
+
+def _check_route(actual, expected, args, dtype) -> None:
+    """Expert order within a row is free: compare after sorting each row by expert id."""
+
+    def by_expert(weights, ids):
+        ids, order = ids.cpu().sort(dim=-1)
+        return weights.cpu().gather(1, order), ids
+
+    assert_close(by_expert(*actual), by_expert(*expected), dtype, "moe_route")
+
+
+def _sample_args(gen: torch.Generator, dtype: torch.dtype) -> tuple:
+    # Rows: greedy, greedy, top-k 1 at temperature 1, then three stochastic rows.
+    logits = randn(gen, 6, 50, dtype=dtype, scale=3.0)
+    params = SamplingTensors(
+        temperatures=torch.tensor([0.0, 0.0, 1.0, 0.7, 1.3, 1.0]),
+        top_ps=torch.tensor([1.0, 0.5, 1.0, 0.9, 1.0, 0.6]),
+        top_ks=torch.tensor([50, 5, 1, 10, 50, 3]),
+        min_ps=torch.tensor([0.0, 0.0, 0.0, 0.05, 0.1, 0.0]),
+        generators=[None] * 6,
+    )
+    return logits, params
+
+
+def _check_sample(actual, expected, args, dtype) -> None:
+    """Deterministic rows must match; every drawn token must survive the reference's filters."""
+    logits, params = args
+    actual = actual.cpu()
+    fixed = (params.temperatures == 0) | (params.top_ks == 1)
+    assert torch.equal(actual[fixed], expected[fixed]), f"deterministic rows differ: {actual} vs {expected}"
+    probs = (logits.float() / params.temperatures.clamp(min=1e-6)[:, None]).softmax(-1)
+    allowed = filter_probs(probs, params.top_ks, params.top_ps, params.min_ps) > 0
+    assert allowed[torch.arange(len(actual)), actual].all(), f"a drawn token was filtered out: {actual}"
+
+
+def _penalties(batch: int, vocab: int) -> Make:
+    def make(gen, dtype):
+        counts = torch.randint(0, 3, (batch, vocab), generator=gen)
+        seen = (counts > 0) | (torch.rand(batch, vocab, generator=gen) < 0.2)
+        return (
+            randn(gen, batch, vocab, dtype=dtype, scale=2.0),
+            counts,
+            seen,
+            torch.rand(batch, generator=gen).to(dtype),
+            torch.rand(batch, generator=gen).to(dtype),
+            (1 + torch.rand(batch, generator=gen)).to(dtype),
+        )
+
+    return make
+
+
+def _store_kv(slots_total: int, tokens: int, kv_heads: int, dim: int) -> Make:
+    def make(gen, dtype):
+        buffer = randn(gen, 2, slots_total, kv_heads, dim, dtype=dtype)
+        slots = torch.randperm(slots_total, generator=gen)[:tokens]
+        return (
+            buffer,
+            slots,
+            randn(gen, tokens, kv_heads, dim, dtype=dtype),
+            randn(gen, tokens, kv_heads, dim, dtype=dtype),
+        )
+
+    return make
+
+
+def _check_attention(actual, expected, args, dtype) -> None:
+    """Both steps' outputs must match. The KV buffers are compared too when the backend keeps the
+    reference layout; with another layout the outputs still cover the writes, because step 2
+    reads every K/V step 1 wrote and each new token attends to its own."""
+    assert_close(actual[:2], expected[:2], dtype, "attention")
+    if actual[2].shape == expected[2].shape:
+        assert_close(actual[2], expected[2], dtype, "kv_buffer")
+
+
+def _attention(scenario: str, layer: str, page_size: int) -> OpCase:
+    return OpCase(
+        op="attention_backend",
+        name=f"{scenario}-{layer}-page{page_size}",
+        make=lambda gen, dtype: (pac.build(scenario, layer, page_size, dtype, gen),),
+        call=lambda backend_cls, args: pac.run(backend_cls, *args),
+        check=_check_attention,
+        page_size=page_size,
+    )
+
+
+CASES: list[OpCase] = [
+    *(
+        OpCase(
+            "embedding",
+            f"v{v}h{h}t{t}",
+            lambda g, d, v=v, h=h, t=t: (torch.randint(0, v, (t,), generator=g), randn(g, v, h, dtype=d)),
+        )
+        for v, h, t in ((50, 16, 7), (300, 40, 33))
+    ),
+    OpCase(
+        "linear",
+        "bias",
+        lambda g, d: (randn(g, 5, 16, dtype=d), randn(g, 24, 16, dtype=d, scale=0.25), randn(g, 24, dtype=d)),
+    ),
+    OpCase("linear", "no_bias", lambda g, d: (randn(g, 17, 64, dtype=d), randn(g, 8, 64, dtype=d, scale=0.125), None)),
+    *(
+        OpCase(
+            "rms_norm",
+            f"{t}x{h}",
+            lambda g, d, t=t, h=h: (randn(g, t, h, dtype=d, scale=3.0), 1 + randn(g, h, dtype=d, scale=0.1), 1e-6),
+        )
+        for t, h in ((3, 64), (17, 96))
+    ),
+    *(
+        OpCase(
+            "fused_add_rms_norm",
+            f"{t}x{h}",
+            lambda g, d, t=t, h=h: (
+                randn(g, t, h, dtype=d),
+                randn(g, t, h, dtype=d),
+                1 + randn(g, h, dtype=d, scale=0.1),
+                1e-5,
+            ),
+        )
+        for t, h in ((3, 64), (17, 96))
+    ),
+    *(
+        OpCase(op, f"{t}x{h}", lambda g, d, t=t, h=h: (randn(g, t, 2 * h, dtype=d, scale=2.0),))
+        for op in ("silu_and_mul", "gelu_and_mul")
+        for t, h in ((4, 32), (9, 56))
+    ),
+    OpCase("apply_rotary", "neox", _rotary(6, 4, 2, 32, 32, True)),
+    OpCase("apply_rotary", "gptj_partial", _rotary(9, 2, 1, 32, 16, False)),
+    OpCase("store_kv", "scattered", _store_kv(40, 9, 2, 16)),
+    OpCase("store_kv", "one_token", _store_kv(8, 1, 1, 32)),
+    OpCase(
+        "moe_route", "softmax_top2", lambda g, d: (distinct_logits(g, 7, 8, d), 2, "softmax", True), check=_check_route
+    ),
+    OpCase(
+        "moe_route", "sigmoid_top3", lambda g, d: (distinct_logits(g, 5, 6, d), 3, "sigmoid", False), check=_check_route
+    ),
+    OpCase("moe_experts", "silu", _moe_experts(5, 4, 16, 24, 2, "silu")),
+    OpCase("moe_experts", "gelu_top3", _moe_experts(11, 6, 32, 8, 3, "gelu_pytorch_tanh")),
+    OpCase("apply_penalties", "3x40", _penalties(3, 40)),
+    OpCase(
+        "apply_token_bitmask",
+        "vocab70",
+        lambda g, d: (
+            randn(g, 2, 70, dtype=d),
+            torch.randint(-(2**31), 2**31 - 1, (2, 3), generator=g, dtype=torch.int32),
+        ),
+    ),
+    OpCase("sample", "mixed_rows", _sample_args, check=_check_sample),
+    *(
+        OpCase("log_softmax", f"{b}x{v}", lambda g, d, b=b, v=v: (randn(g, b, v, dtype=d, scale=4.0),))
+        for b, v in ((4, 50), (2, 1000))
+    ),
+    *(_attention(s, layer, p) for s in pac.SCENARIOS for layer in pac.LAYERS for p in pac.PAGE_SIZES),
+]
+"""Every parity case; `device_runtime` is not a numeric op and has its own conformance test."""

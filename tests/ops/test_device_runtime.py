@@ -1,0 +1,47 @@
+"""Conformance of each platform's device runtime (part of the op parity suite).
+
+The runtime a platform binds must synchronize, report device memory consistently, release its
+cache, and either replay captured work or refuse capture, as its `graph_capture` capability says.
+"""
+
+from __future__ import annotations
+
+import conformance
+import pytest
+import torch
+
+
+@pytest.mark.parametrize("device_name", conformance.device_params())
+def test_runtime_basics(device_name: str) -> None:
+    platform = conformance.platform(device_name)
+    runtime_cls, _ = conformance.implementation(platform, "device_runtime")
+    runtime = runtime_cls()
+    x = torch.ones(64, device=platform.device()) * 3
+    runtime.synchronize()
+    info = runtime.memory_info()
+    assert 0 < info.free_bytes <= info.total_bytes
+    runtime.empty_cache()
+    assert float(x.sum()) == 192.0
+
+
+@pytest.mark.parametrize("device_name", conformance.device_params())
+def test_graph_capture_matches_capability(device_name: str) -> None:
+    """Capture with static inputs, update them in place, and replay: the output follows."""
+    platform = conformance.platform(device_name)
+    runtime_cls, _ = conformance.implementation(platform, "device_runtime")
+    runtime = runtime_cls()
+    assert runtime.supports_graphs == platform.capabilities.graph_capture
+    static_in = torch.arange(8.0, device=platform.device())
+
+    def fn() -> torch.Tensor:
+        return static_in * 2 + 1
+
+    if not platform.capabilities.graph_capture:
+        with pytest.raises(NotImplementedError):
+            runtime.capture_graph(fn)
+        return
+    replay = runtime.capture_graph(fn)
+    static_in.copy_(torch.full((8,), 5.0, device=platform.device()))
+    out = replay()
+    runtime.synchronize()
+    assert torch.equal(out.cpu(), torch.full((8,), 11.0))

@@ -1,0 +1,83 @@
+"""The MoE references (routing, gated-MLP experts) against hand computation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from sglang.ops.activation import gelu_and_mul, silu_and_mul
+from sglang.ops.moe import moe_experts, moe_route
+
+LOGITS = torch.tensor([[1.0, 2.0, 3.0, 0.0], [0.5, -1.0, 0.0, 4.0]])
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_softmax_route_by_hand(renormalize: bool) -> None:
+    weights, ids = moe_route(LOGITS, top_k=2, scoring="softmax", renormalize=renormalize)
+    assert ids.tolist() == [[2, 1], [3, 0]]
+    expected = []
+    for row, picked in zip(LOGITS.tolist(), ids.tolist()):
+        exps = [math.exp(x) for x in row]
+        denominator = sum(exps[i] for i in picked) if renormalize else sum(exps)
+        expected.append([exps[i] / denominator for i in picked])
+    assert weights.dtype == torch.float32
+    torch.testing.assert_close(weights, torch.tensor(expected))
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_sigmoid_route_by_hand(renormalize: bool) -> None:
+    weights, ids = moe_route(LOGITS, top_k=3, scoring="sigmoid", renormalize=renormalize)
+    assert ids.tolist() == [[2, 1, 0], [3, 0, 2]]
+    expected = []
+    for row, picked in zip(LOGITS.tolist(), ids.tolist()):
+        scores = [sigmoid(row[i]) for i in picked]
+        total = sum(scores) if renormalize else 1.0
+        expected.append([s / total for s in scores])
+    torch.testing.assert_close(weights, torch.tensor(expected))
+
+
+def test_unknown_scoring_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown MoE scoring function 'relu'"):
+        moe_route(LOGITS, top_k=1, scoring="relu")
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    return x / (1 + torch.exp(-x))
+
+
+def test_gated_activations_by_formula() -> None:
+    x = torch.randn(3, 2 * 10, dtype=torch.float64)
+    gate, up = x[:, :10], x[:, 10:]
+    torch.testing.assert_close(silu_and_mul(x), silu(gate) * up)
+    torch.testing.assert_close(gelu_and_mul(x), gelu_tanh(gate) * up)
+
+
+@pytest.mark.parametrize(("activation", "act"), [("silu", silu), ("gelu_pytorch_tanh", gelu_tanh)])
+def test_experts_by_token_loop(activation: str, act) -> None:
+    """`sum_k w[t,k] * W2_e (act(Wg_e x) * (Wu_e x))`, one token and one expert at a time, float64."""
+    tokens, experts, hidden, inter, top_k = 6, 5, 8, 12, 2
+    x = torch.randn(tokens, hidden)
+    w13 = torch.randn(experts, 2 * inter, hidden) / hidden**0.5
+    w2 = torch.randn(experts, hidden, inter) / inter**0.5
+    weights, ids = moe_route(torch.randn(tokens, experts), top_k)
+
+    expected = torch.zeros(tokens, hidden, dtype=torch.float64)
+    for t in range(tokens):
+        for k in range(top_k):
+            e = int(ids[t, k])
+            gate_up = w13[e].double() @ x[t].double()
+            expert_out = w2[e].double() @ (act(gate_up[:inter]) * gate_up[inter:])
+            expected[t] += float(weights[t, k]) * expert_out
+    out = moe_experts(x, w13, w2, weights, ids, activation)
+    assert out.dtype == x.dtype
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
