@@ -145,6 +145,9 @@ class Engine:
     def flush_cache(self) -> bool:
         return self._call(self.manager.control("flush_cache")).ok
 
+    def get_model_info(self) -> dict[str, Any]:
+        return self.info.model_info()
+
     def get_server_info(self) -> dict[str, Any]:
         return self._call(self.manager.control("server_info")).payload
 

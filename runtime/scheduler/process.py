@@ -43,6 +43,17 @@ class ReadyInfo:
     dtype: str
     eos_token_ids: tuple[int, ...]
 
+    def model_info(self) -> dict[str, object]:
+        """SGLang's `/get_model_info` answer."""
+        return {
+            "model_path": self.model_path,
+            "tokenizer_path": self.tokenizer_path,
+            "is_generation": True,
+            "architecture": self.architecture,
+            "chat_template": self.chat_template,
+            "context_length": self.context_length,
+        }
+
 
 def kv_pool_tokens(args: ServerArgs, loaded: LoadedModel) -> int:
     if args.max_total_tokens is not None:

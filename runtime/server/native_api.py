@@ -102,15 +102,7 @@ async def generate(request: Request) -> Response:
 
 @router.get("/get_model_info")
 async def get_model_info(request: Request) -> dict[str, Any]:
-    info = server_state(request).info
-    return {
-        "model_path": info.model_path,
-        "tokenizer_path": info.tokenizer_path,
-        "is_generation": True,
-        "architecture": info.architecture,
-        "chat_template": info.chat_template,
-        "context_length": info.context_length,
-    }
+    return server_state(request).info.model_info()
 
 
 @router.get("/get_server_info")
