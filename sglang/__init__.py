@@ -22,8 +22,3 @@ def __getattr__(name: str):
 from sglang.frontend.compat import install_lang_aliases  # noqa: E402
 
 install_lang_aliases()
-
-# Upstream's module paths (`sglang.lang.*`, `sglang.global_config`) resolve to the frontend's modules.
-from sglang.frontend.compat import install_lang_aliases  # noqa: E402
-
-install_lang_aliases()
