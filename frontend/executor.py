@@ -49,7 +49,7 @@ from sglang.frontend.ir import (
 )
 from sglang.frontend.reasoning import reasoning_var_name, split_reasoning
 from sglang.frontend.sampling_params import SamplingParams
-from sglang.frontend.speculative import CompletionSpeculator
+from sglang.frontend.speculative import ChatTurnPlan, CompletionSpeculator
 from sglang.frontend.stream_nodes import AwaitFork, ForkPoint, Gather, declared_names_of
 from sglang.frontend.transcript import ImageData, Transcript
 from sglang.frontend.variables import VariableTable
@@ -79,6 +79,7 @@ class StreamExecutor:
         self.vars = VariableTable()
         self.fork_start = 0  # where this stream's own text begins, for a forked stream
         self._speculator = CompletionSpeculator(num_api_spec_tokens) if num_api_spec_tokens else None
+        self._turn: tuple[ChatTurnPlan, Prompt] | None = None  # an open speculative chat turn
         self._origin: ForkPoint | None = None
         self._scopes: dict[str, int] = {}
         self._fork_points: list[ForkPoint] = []
@@ -220,6 +221,8 @@ class StreamExecutor:
                     point.ready.set()
 
     def _execute(self, expr: SglExpr) -> None:
+        if self._turn is not None and not isinstance(expr, (SglExprList, SglConstantText, SglGen, SglRoleEnd)):
+            raise BackendCapabilityError(f"a speculative chat turn holds only text and gen, not {type(expr).__name__}")
         if isinstance(expr, SglExprList):
             for e in expr.exprs:
                 self._execute(e)
@@ -231,7 +234,10 @@ class StreamExecutor:
             self._select(expr)
         elif isinstance(expr, SglRoleBegin):
             self.transcript.begin_role(expr.role)
+            if expr.role == "assistant" and self.num_api_spec_tokens and self.backend.is_chat_model:
+                self._turn = (ChatTurnPlan(self.num_api_spec_tokens), self.prompt())
         elif isinstance(expr, SglRoleEnd):
+            self._end_turn()
             self.transcript.end_role(expr.role)
         elif isinstance(expr, SglVarScopeBegin):
             self._scopes[expr.name] = len(self.transcript.text)
@@ -265,12 +271,20 @@ class StreamExecutor:
             raise TypeError(f"cannot execute {type(expr).__name__}")
 
     def _fill(self, value: str) -> None:
+        if self._turn is not None:
+            self._turn[0].add_text(value)
+            return
         if self._speculator is not None:
             self._speculator.on_fill(value)
         self.transcript.fill(value)
 
     def _gen(self, expr: SglGen) -> None:
         params = self.default_params.merged(expr.params, tuple(self.transcript.template.stop_str))
+        if self._turn is not None:
+            self._turn[0].add_gen(expr.name, params)
+            if expr.name is not None:
+                self.vars.defer(expr.name)
+            return
         if self.stream:
             self._gen_stream(expr.name, params)
             return
@@ -281,6 +295,15 @@ class StreamExecutor:
         self.transcript.fill(text[0] if isinstance(text, list) else text)
         if expr.name is not None:
             self.vars.set(expr.name, text, meta)
+
+    def _end_turn(self) -> None:
+        if self._turn is None:
+            return
+        (plan, prompt), self._turn = self._turn, None
+        for text, name in plan.resolve(self.backend, prompt):
+            self.transcript.fill(text)
+            if name is not None:
+                self.vars.set(name, text, {"speculative": True})
 
     def _gen_stream(self, name: str | None, params: SamplingParams) -> None:
         value, meta = "", {}

@@ -6,6 +6,8 @@ Invariants:
 - A value read after its event is set is final, unless the stream failed before producing it:
   then the read raises `ProgramError` chained to the stream's exception.
 - A streamed value is visible (growing) in `values` before it is final.
+- A deferred value (a gen inside a speculative chat turn) releases its readers with an error
+  until the turn ends and sets it: reading it inside the turn would wait forever.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class VariableTable:
         self.error: BaseException | None = None
         self._events: dict[str, threading.Event] = {}
         self._pending: set[str] = set()
+        self._deferred: set[str] = set()
         self._lock = threading.Lock()
 
     def declare(self, names: list[str]) -> None:
@@ -60,6 +63,14 @@ class VariableTable:
             if meta is not None:
                 self.meta_info[name] = meta
             self._pending.discard(name)
+            self._deferred.discard(name)
+            event = self._events.get(name)
+        if event is not None:
+            event.set()
+
+    def defer(self, name: str) -> None:
+        with self._lock:
+            self._deferred.add(name)
             event = self._events.get(name)
         if event is not None:
             event.set()
@@ -80,6 +91,8 @@ class VariableTable:
         with self._lock:
             if name in self._pending and self.error is not None:
                 raise ProgramError(self.error) from self.error
+            if name in self._deferred:
+                raise RuntimeError(f"{name!r} is written when the speculative assistant turn ends; read it after")
             if name not in self.values:
                 known = ", ".join(sorted(set(self.values) | set(self._events))) or "none"
                 raise KeyError(f"no variable {name!r} in this program state (variables: {known})")
