@@ -10,7 +10,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from sglang.runtime.generate_input import GenerateInput
+from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
 from sglang.runtime.server.errors import ApiError, as_api_error, error_body, json_response
 from sglang.runtime.server.state import server_state
 from sglang.runtime.tokenizer_manager import last_item
@@ -89,8 +89,8 @@ async def generate(request: Request) -> Response:
     body = await json_body(request)
     try:
         obj = GenerateInput.from_dict(body)
-    except TypeError as e:
-        raise ApiError(400, str(e)) from None
+    except (TypeError, InvalidRequestError) as e:
+        raise as_api_error(e) or ApiError(400, str(e)) from None
     outputs = state.manager.generate(obj)
     if obj.stream:
         return StreamingResponse(sse_stream(await first_output(outputs)), media_type="text/event-stream")
