@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import xgrammar as xgr
 import zmq
 import zmq.asyncio
 
 from sglang.runtime import ipc
 from sglang.runtime.generate_input import GenerateInput, InvalidRequestError, SingleInput
 from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest, GenerateRequest, TextBatch, TextUpdate
+from sglang.runtime.sampling_params import SamplingParams
 from sglang.runtime.scheduler.process import ReadyInfo
 
 logger = logging.getLogger(__name__)
@@ -37,6 +40,24 @@ class QueueFullError(RuntimeError):
 class _Pending:
     input: SingleInput
     updates: asyncio.Queue[TextUpdate | BaseException] = field(default_factory=asyncio.Queue)
+
+
+def _check_grammar(params: SamplingParams) -> None:
+    """Parses a request's json_schema, regex or ebnf (cheap, no tokenizer needed), so that a
+    malformed one is a 400 here rather than an aborted request after admission."""
+    for kind, parse in (
+        ("json_schema", xgr.Grammar.from_json_schema),
+        ("regex", xgr.Grammar.from_regex),
+        ("ebnf", xgr.Grammar.from_ebnf),
+    ):
+        source = getattr(params, kind)
+        if source is None:
+            continue
+        try:
+            parse(source)
+        except Exception as e:  # xgrammar raises RuntimeError and its own types
+            message = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", str(e)).strip()
+            raise InvalidRequestError(f"invalid {kind}: {message}", f"sampling_params.{kind}") from None
 
 
 async def last_item(stream: AsyncIterator[Any]) -> Any:
@@ -89,8 +110,9 @@ class TokenizerManager:
             raise InvalidRequestError("logprob_start_len must lie in [-1, prompt length)", "logprob_start_len")
         if lp.top_logprobs_num < 0 or lp.top_logprobs_num > vocab:
             raise InvalidRequestError("top_logprobs_num must lie in [0, vocab size]", "top_logprobs_num")
-        if any(t < 0 or t >= vocab for t in lp.token_ids_logprob):
+        if any(not isinstance(t, int) or t < 0 or t >= vocab for t in lp.token_ids_logprob):
             raise InvalidRequestError("token_ids_logprob must be token ids", "token_ids_logprob")
+        _check_grammar(item.params)
         return GenerateRequest(
             item.rid, list(ids), item.params.normalize(), lp, stream=item.stream, priority=item.priority
         )
@@ -98,7 +120,13 @@ class TokenizerManager:
     async def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
         """Yields cumulative outputs while streaming (single prompt, n == 1), else once: the
         output dict, or a list of them for a batch or n > 1."""
-        items = obj.split()
+        try:
+            items = obj.split()
+        except InvalidRequestError:
+            raise
+        except (TypeError, ValueError, AttributeError, LookupError) as e:
+            # split() only parses client data: these mean a field of the wrong type or shape.
+            raise InvalidRequestError(f"a field of the request has the wrong type or shape: {e}") from None
         prepared = [(item, self.prepare(item)) for item in items]
         if not obj.is_batch and len(prepared) == 1 and prepared[0][1].params.n == 1:
             async for out in self._run(*prepared[0]):
