@@ -48,6 +48,8 @@ class GenerateInput:
     return_text_in_logprobs: bool = False
     stream: bool = False
     priority: int | list[int] | None = None
+    image_data: Any = None
+    """Accepted so that the error names the problem: no served architecture has vision."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -67,6 +69,8 @@ class GenerateInput:
         return bool(self.input_ids) and isinstance(self.input_ids[0], list)
 
     def split(self) -> list[SingleInput]:
+        if self.image_data is not None:
+            raise InvalidRequestError("this model does not accept images (it has no vision encoder)", "image_data")
         if (self.text is None) == (self.input_ids is None):
             raise InvalidRequestError("give exactly one of text or input_ids", "text")
         prompts = self._prompts()

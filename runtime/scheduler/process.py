@@ -42,6 +42,8 @@ class ReadyInfo:
     device: str
     dtype: str
     eos_token_ids: tuple[int, ...]
+    bos_token: str | None
+    eos_token: str | None
 
     def model_info(self) -> dict[str, object]:
         """SGLang's `/get_model_info` answer."""
@@ -52,6 +54,9 @@ class ReadyInfo:
             "architecture": self.architecture,
             "chat_template": self.chat_template,
             "context_length": self.context_length,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            "has_image_understanding": False,
         }
 
 
@@ -86,6 +91,8 @@ def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
         device=loaded.platform.name,
         dtype=str(loaded.model.dtype).removeprefix("torch."),
         eos_token_ids=tuple(sorted(eos)),
+        bos_token=tokenizer.bos_token,
+        eos_token=tokenizer.eos_token,
     )
     return scheduler, info
 
