@@ -8,7 +8,7 @@ one `SingleInput` per prompt; each is validated before anything is sent to the s
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sglang.runtime.io_struct import LogprobRequest
@@ -50,13 +50,12 @@ class GenerateInput:
     priority: int | list[int] | None = None
     image_data: Any = None
     """Accepted so that the error names the problem: no served architecture has vision."""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> GenerateInput:
         if not isinstance(body, dict):
             raise InvalidRequestError("the request body must be a JSON object")
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = {f.name for f in fields(cls)}
         unknown = set(body) - known
         if unknown:
             raise InvalidRequestError(f"unknown field(s): {', '.join(sorted(unknown))}", sorted(unknown)[0])
