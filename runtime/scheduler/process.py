@@ -23,6 +23,7 @@ from sglang.runtime.model_runner import ModelRunner, kv_bytes_per_token
 from sglang.runtime.process_setup import init_child_process
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.scheduler import Scheduler
+from sglang.runtime.scheduler.watchdog import StepWatchdog
 from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
@@ -137,11 +138,14 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints, ready: Con
     ready.send(("ok", info))
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
+    watchdog = StepWatchdog(args.watchdog_timeout)
     while True:
         if not scheduler.has_work:
+            watchdog.idle()
             poller.poll()
         for message in ipc.recv_nowait(inbox):
             _handle(scheduler, message, control)
+        watchdog.beat()
         updates = scheduler.step()
         if updates:
             ipc.send(to_detokenizer, TokenBatch(updates))
