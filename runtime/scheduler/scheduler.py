@@ -121,8 +121,17 @@ class Scheduler:
     def _available_tokens(self) -> int:
         return self.allocator.available_tokens() + self.cache.evictable_size()
 
+    @staticmethod
+    def _promised_tokens(req: Req) -> int:
+        """KV tokens a running request will still take: the rest of its prompt (chunked prefill
+        allocates it step by step) and a share of its remaining output."""
+        decode = int((req.max_new_tokens - len(req.output_ids)) * DECODE_RESERVE_RATIO)
+        return len(req.fill_ids) - req.kv_len + decode
+
     def _admit(self) -> None:
-        reserve = sum(int((r.max_new_tokens - len(r.output_ids)) * DECODE_RESERVE_RATIO) for r in self.running)
+        # Free pages are only taken as requests prefill, so what admitted requests will take is
+        # counted here, or one step would admit every request that fits on its own.
+        reserve = sum(self._promised_tokens(r) for r in self.running)
         for req in admission_order(self.waiting, self.args.schedule_policy, self.cache):
             if len(self.running) >= self.args.max_running_requests:
                 break
@@ -137,22 +146,24 @@ class Scheduler:
             if req.wants_input_logprobs():
                 limit = min(limit, max(req.logprobs.logprob_start_len - 1, 0))
             match = self.cache.match_prefix(req.fill_ids[:limit])
-            need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
             if len(req.fill_ids) + self.allocator.page_size > self.capacity:
                 self.waiting.remove(req)
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
                 self._finish(req)
                 continue
-            if need + reserve > self._available_tokens():
-                break
+            # Locked first: a cached prefix the request uses can no longer be evicted for it.
             self.cache.inc_lock_ref(match.last_node)
+            need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
+            if need + reserve > self._available_tokens():
+                self.cache.dec_lock_ref(match.last_node)
+                break
             req.match, req.slots = match, match.slots
             if not req.output_ids:  # a resumed request keeps its first admission's figure
                 req.cached_tokens = match.num_cached
                 self.stats["cached_tokens"] += match.num_cached
             self.waiting.remove(req)
             self.running.append(req)
-            reserve += int(req.max_new_tokens * DECODE_RESERVE_RATIO)
+            reserve += self._promised_tokens(req)
 
     def _plan(self) -> list[BatchEntry]:
         """Chooses each running request's work for this step and allocates its KV slots."""
