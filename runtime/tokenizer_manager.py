@@ -11,7 +11,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,6 +58,19 @@ def _check_grammar(params: SamplingParams) -> None:
         except Exception as e:  # xgrammar raises RuntimeError and its own types
             message = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", str(e)).strip()
             raise InvalidRequestError(f"invalid {kind}: {message}", f"sampling_params.{kind}") from None
+
+
+async def _gather_or_cancel(awaitables: list[Awaitable[Any]]) -> list[Any]:
+    """The results of `awaitables`, run together. If one fails, the others are cancelled (which
+    aborts their requests and frees their KV) before the error propagates: no orphaned work."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def last_item(stream: AsyncIterator[Any]) -> Any:
@@ -128,12 +141,17 @@ class TokenizerManager:
             # split() only parses client data: these mean a field of the wrong type or shape.
             raise InvalidRequestError(f"a field of the request has the wrong type or shape: {e}") from None
         prepared = [(item, self.prepare(item)) for item in items]
+        sequences = sum(req.params.n for _, req in prepared)
+        if sequences > self.max_queued:
+            raise InvalidRequestError(
+                f"the request asks for {sequences} sequences; at most {self.max_queued} can be queued", "n"
+            )
         if not obj.is_batch and len(prepared) == 1 and prepared[0][1].params.n == 1:
             async for out in self._run(*prepared[0]):
                 if obj.stream or out["meta_info"]["finish_reason"] is not None:
                     yield out
             return
-        results = await asyncio.gather(*(self._run_n(item, req) for item, req in prepared))
+        results = await _gather_or_cancel([self._run_n(item, req) for item, req in prepared])
         flat = [out for group in results for out in group]
         yield flat if obj.is_batch or len(flat) > 1 else flat[0]
 
@@ -148,7 +166,7 @@ class TokenizerManager:
             seed = None if request.params.seed is None else request.params.seed + i
             params = replace(request.params, n=1, seed=seed)
             copies.append(replace(request, rid=request.rid if n == 1 else f"{request.rid}-{i}", params=params))
-        return list(await asyncio.gather(*(self._final(item, c) for c in copies)))
+        return await _gather_or_cancel([self._final(item, c) for c in copies])
 
     async def _final(self, item: SingleInput, request: GenerateRequest) -> dict[str, Any]:
         return await last_item(self._run(item, request))
@@ -195,12 +213,13 @@ class TokenizerManager:
         return {"text": update.text, "output_ids": update.output_ids, "meta_info": meta}
 
     # -- control and health ------------------------------------------------------------------
-    async def control(self, kind: str, timeout: float = 30.0) -> ControlReply:
+    async def control(self, kind: str, timeout: float = 30.0, args: dict[str, Any] | None = None) -> ControlReply:
+        """Runs control operation `kind` (with `args`) in the scheduler between two steps."""
         if self.dead_reason is not None:
             raise EngineDeadError(self.dead_reason)
         request_id = uuid.uuid4().hex
         future = self.control_waiters[request_id] = asyncio.get_running_loop().create_future()
-        ipc.send(self.to_scheduler, ControlRequest(kind, request_id))
+        ipc.send(self.to_scheduler, ControlRequest(kind, request_id, args or {}))
         try:
             return await asyncio.wait_for(future, timeout)
         finally:
