@@ -1,0 +1,19 @@
+"""The OpenAI-compatible API: /v1/models, /v1/completions, /v1/chat/completions.
+
+The app mounts `openai_router`; handlers reach the engine through `server_state(request)` and
+raise `ApiError`, which the app turns into OpenAI error bodies. Everything between the HTTP
+body and the tokenizer manager is a pure function of the modules here, tested without a server.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from sglang.runtime.server.openai import chat, completions, models
+
+openai_router = APIRouter()
+openai_router.include_router(models.router)
+openai_router.include_router(completions.router)
+openai_router.include_router(chat.router)
+
+__all__ = ["openai_router"]
