@@ -151,6 +151,17 @@ class Engine:
     def get_server_info(self) -> dict[str, Any]:
         return self._call(self.manager.control("server_info")).payload
 
+    def concat_and_append(
+        self, prefix: str | list[int], branches: list[str] | list[list[int]], prefill_missing: bool = True
+    ) -> dict[str, Any]:
+        """Caches the KV of `prefix` followed by every branch, reusing the KV each branch computed
+        after `prefix` (parallel encoding; `join("concate_and_append")` of the frontend). Answers
+        `{"ok", "input_ids", "cached_tokens", "reason", ...}`; see runtime/scheduler/kv_concat.py."""
+        from sglang.runtime.scheduler.kv_concat import ConcatInput, run_concat
+
+        body = {"prefix": prefix, "branches": branches, "prefill_missing": prefill_missing}
+        return self._call(run_concat(self.manager, ConcatInput.from_dict(body)))
+
     @property
     def healthy(self) -> bool:
         return self.manager.dead_reason is None

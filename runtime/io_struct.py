@@ -44,10 +44,13 @@ class AbortRequest:
 
 @dataclass(frozen=True)
 class ControlRequest:
-    """`kind` is `flush_cache` or `server_info`; the reply carries the same `request_id`."""
+    """`kind` is `flush_cache`, `server_info` or `concat_and_append` (whose `args` are
+    `prefix_ids` and `branch_ids`, see runtime/scheduler/kv_concat.py); the reply carries the
+    same `request_id`."""
 
     kind: str
     request_id: str
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,57 @@ class ModelRunner:
         hidden = self.model(step.input_ids.to(self.device), step.positions.to(self.device), ctx)
         self.kv_buffers = ctx.kv_buffers
         return self.model.compute_logits(hidden[step.logit_rows.to(self.device)])
+
+    def kv_copy_unsupported(self) -> str | None:
+        """Why `copy_kv` cannot run here (a KV layout other than the default, no rotary table), or None."""
+        config = self.model.config
+        default = (2, self.num_slots, config.num_kv_heads, config.head_dim)
+        shape = tuple(self.attn_backend.kv_buffer_shape(self.num_slots))
+        if shape != default:
+            return f"the attention backend's KV layout {shape} is not the default {default}"
+        if not isinstance(getattr(self.model, "cos_sin", None), torch.Tensor):
+            return "the model has no rotary table (cos_sin)"
+        return None
+
+    @torch.inference_mode()
+    def copy_kv(
+        self, src_slots: torch.Tensor, dst_slots: torch.Tensor, src_positions: torch.Tensor, position_delta: int
+    ) -> None:
+        """In every layer, writes at `dst_slots` the values at `src_slots` and their keys moved by
+        RoPE from `src_positions` to `src_positions + position_delta`.
+
+        Keys are stored rotated by their position; projection happens before rotation, so moving a
+        key is one more rotation, by the angle of the target position minus that of the source
+        (`_shift_table`). This is exact for every rotary table, dynamic NTK included (whose angle
+        is not linear in the position). Only the position changes: what the token attended to
+        when its key was computed (in layers past the first) stays as it was.
+        Invariants: `src_slots` are not overwritten (the slot sets must be disjoint); delta 0
+        copies bit for bit. Requires `kv_copy_unsupported() is None`.
+        """
+        if (reason := self.kv_copy_unsupported()) is not None:
+            raise NotImplementedError(f"copy_kv: {reason}")
+        if src_slots.numel() != dst_slots.numel() or src_slots.numel() != src_positions.numel():
+            raise ValueError("src_slots, dst_slots and src_positions differ in length")
+        if not src_slots.numel():
+            return
+        src, dst = src_slots.to(self.device), dst_slots.to(self.device)
+        rows = table = None
+        if position_delta:
+            source = src_positions.to(self.device)
+            table = _shift_table(self.model.cos_sin, source, source + position_delta)
+            rows = torch.arange(src.numel(), device=self.device)
+        for layer, buffer in enumerate(self.kv_buffers):
+            keys, values = buffer[0].index_select(0, src), buffer[1].index_select(0, src)
+            if table is not None:
+                # apply_rotary rotates queries too; a one-head dummy keeps that cheap and never
+                # aliases the keys (an in-place kernel must not rotate them twice).
+                _, keys = ops.apply_rotary(rows, torch.zeros_like(keys[:, :1]), keys, table)
+            self.kv_buffers[layer] = ops.store_kv(buffer, dst, keys, values)
+
+
+def _shift_table(cos_sin: torch.Tensor, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Row `i` is `[cos(a_t - a_s) | sin(a_t - a_s)]` for `a_s`, `a_t` the rotary angles of
+    `source[i]` and `target[i]`: rotating by it turns a rotation by `a_s` into one by `a_t`."""
+    cos_s, sin_s = cos_sin.index_select(0, source).chunk(2, dim=-1)
+    cos_t, sin_t = cos_sin.index_select(0, target).chunk(2, dim=-1)
+    return torch.cat([cos_t * cos_s + sin_t * sin_s, sin_t * cos_s - cos_t * sin_s], dim=-1)

@@ -21,6 +21,7 @@ from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_loading import LoadedModel, load_model
 from sglang.runtime.model_runner import ModelRunner, kv_bytes_per_token
 from sglang.runtime.process_setup import init_child_process
+from sglang.runtime.scheduler import kv_concat
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.scheduler.watchdog import StepWatchdog
@@ -120,6 +121,13 @@ def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
             ok = scheduler.flush_cache()
             reason = {} if ok else {"reason": "requests are running or waiting"}
             ipc.send(control, ControlReply(message.request_id, ok, reason))
+        elif message.kind == kv_concat.CONTROL_KIND:
+            try:
+                result = kv_concat.concat_cached_branches(scheduler, **message.args).payload()
+            except Exception as e:  # an optimization that failed must not take the server down
+                logger.exception("concat_and_append failed")
+                result = {"ok": False, "reason": f"internal error: {type(e).__name__}: {e}"}
+            ipc.send(control, ControlReply(message.request_id, result["ok"], result))
         else:
             ipc.send(control, ControlReply(message.request_id, True, server_info(scheduler)))
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
+from sglang.runtime.scheduler.kv_concat import ConcatInput, run_concat
 from sglang.runtime.server.errors import ApiError, as_api_error, error_body, json_response
 from sglang.runtime.server.state import server_state
 from sglang.runtime.tokenizer_manager import last_item
@@ -139,6 +140,18 @@ async def flush_cache(request: Request) -> Response:
     if not reply.ok:
         raise ApiError(409, f"cache not flushed: {reply.payload.get('reason')}")
     return Response("Cache flushed.\n", status_code=200)
+
+
+@router.post("/concat_and_append")
+async def concat_and_append(request: Request) -> Response:
+    """Our extension (frontend `join("concate_and_append")`): caches `prefix` followed by every
+    branch from the branches' own KV. Not ok is a 200 with a reason; see kv_concat.py."""
+    body = await json_body(request)
+    try:
+        obj = ConcatInput.from_dict(body)
+        return json_response(await run_concat(server_state(request).manager, obj))
+    except Exception as e:
+        raise as_api_error(e) or e from None
 
 
 @router.post("/abort_request")
