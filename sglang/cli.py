@@ -78,7 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.log_level)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (ValueError, RuntimeError, OSError) as e:
+        # Bad flags, an unavailable device, a model that does not load: say why, no traceback.
+        logging.getLogger("sglang").debug("start-up failed", exc_info=True)
+        print(f"sglang: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from fastapi.responses import Response
 from sglang.runtime.server.errors import ApiError, error_body, error_response, json_response
 from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server.native_api import router as native_router
+from sglang.runtime.server.openai import openai_router
 from sglang.runtime.server.state import ServerState
 
 logger = logging.getLogger("sglang.server")
@@ -75,12 +76,7 @@ def create_app(state: ServerState) -> FastAPI:
         return json_response(error_body(500, f"internal error: {type(error).__name__}"), 500)
 
     app.include_router(native_router)
-    try:
-        from sglang.runtime.server.openai import openai_router
-    except ImportError:  # the OpenAI API ships with the server; absent only in partial checkouts
-        logger.warning("OpenAI API routes are not available")
-    else:
-        app.include_router(openai_router)
+    app.include_router(openai_router)
     return app
 
 

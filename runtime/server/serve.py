@@ -16,6 +16,7 @@ import uvicorn
 from sglang.runtime.launch import Children, launch_children
 from sglang.runtime.loader.tokenizer import load_tokenizer
 from sglang.runtime.server.app import create_app
+from sglang.runtime.server.openai.chat_template import resolve_chat_template
 from sglang.runtime.server.state import ServerState
 from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.tokenizer_manager import TokenizerManager
@@ -99,6 +100,9 @@ async def _announce_when_ready(server: uvicorn.Server, args: ServerArgs, childre
 def serve(args: ServerArgs) -> int:
     children = launch_children(args)
     try:
+        if args.chat_template is not None:
+            # A bad --chat-template fails at start-up, not on the first chat request.
+            resolve_chat_template(args.chat_template, children.info.chat_template)
         tokenizer = load_tokenizer(Path(children.info.tokenizer_path))
         try:
             import uvloop

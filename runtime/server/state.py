@@ -29,8 +29,9 @@ class ServerState:
         return self.args.served_model_name or self.info.model_path
 
     def check_model(self, requested: str | None) -> None:
-        """404 for a model name this server does not serve (None or empty means the default)."""
-        if requested and requested not in (self.model_name, self.info.model_path):
+        """404 for a model name this server does not serve. None, empty and `default` (the name
+        SGLang's own examples use) mean the served model."""
+        if requested and requested not in (self.model_name, self.info.model_path, "default"):
             raise ApiError(404, f"model {requested!r} does not exist; this server serves {self.model_name!r}", "model")
 
 
