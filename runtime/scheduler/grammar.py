@@ -7,6 +7,7 @@ compile is aborted with the compiler's message while the batch goes on.
 
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -16,6 +17,14 @@ import xgrammar as xgr
 
 from sglang.runtime.sampling_params import SamplingParams
 from sglang.runtime.scheduler.req import Req
+
+
+_LOG_PREFIX = re.compile(r"^\[[\d:]+\] \S+:\d+: ")
+
+
+def compiler_message(error: Exception) -> str:
+    """xgrammar's message without its C++ log prefix (`[10:17:44] /project/cpp/x.cc:94: `)."""
+    return _LOG_PREFIX.sub("", str(error)).strip()
 
 
 def grammar_key(params: SamplingParams) -> tuple[str, str] | None:
@@ -82,7 +91,7 @@ class GrammarBackend:
                 return self._compiler.compile_regex(source)
             return self._compiler.compile_grammar(source)
         except Exception as e:  # xgrammar raises RuntimeError and its own types
-            raise ValueError(f"invalid {kind}: {e}") from e
+            raise ValueError(f"invalid {kind}: {compiler_message(e)}") from e
 
     def _matcher(self, compiled: Future) -> GrammarMatcher:
         return GrammarMatcher(compiled.result(), self.vocab_size)
