@@ -10,8 +10,11 @@ input token `logprob_start_len + j` (None for a sequence's first token).
 
 `select` costs two requests (three for `unconditional_likelihood_normalized`):
 1. prefill the shared prefix once (`max_new_tokens=0`), which also tells its token count;
-2. score every choice in one batched request, logprobs starting at the prefix length, so each
-   choice's prefill reuses the cached prefix and returns the logprobs of its own tokens only;
+2. score every choice in one batched request, so each choice's prefill reuses the cached prefix.
+   Logprobs start two tokens before the prefix's end, because the prompt's last tokens may merge
+   with the choice's first characters ("A: " + "Paris" is tokenized "A", ":", " Paris", one token
+   fewer than "A: " alone); the entries that end inside the prompt text are then dropped, so each
+   choice is scored over exactly the tokens that carry its own text (token healing, as upstream);
 3. (if the method needs it) score the choices' tokens alone, with no prompt.
 """
 
@@ -122,16 +125,22 @@ class NativeBackend(BaseBackend):
         self, prompt: Prompt, choices: list[str], temperature: float, choices_method: ChoicesSamplingMethod
     ) -> ChoicesDecision:
         prefix_len = self._prefill(prompt, prompt.text)["meta_info"]["prompt_tokens"]
+        start = max(prefix_len - HEALED_TOKENS, 0)
         body: dict[str, Any] = {
             "text": [prompt.text + c for c in choices],
             "sampling_params": {"max_new_tokens": 0, "temperature": 0},
             "return_logprob": True,
             "return_text_in_logprobs": True,
-            "logprob_start_len": prefix_len,
+            "logprob_start_len": start,
         }
         self._add_images(body, prompt, copies=len(choices))
         scored = self._generate(body)
-        input_lps = [r["meta_info"]["input_token_logprobs"] for r in scored]
+        input_lps = [
+            choice_token_logprobs(
+                r["meta_info"]["input_token_logprobs"], prompt.text, prompt.text + c, prefix_len - start
+            )
+            for r, c in zip(scored, choices)
+        ]
         output_lps = [r["meta_info"].get("output_token_logprobs") or [] for r in scored]
         unconditional = None
         if choices_method.requires_unconditional_logprobs:
@@ -152,3 +161,26 @@ class NativeBackend(BaseBackend):
             output_token_logprobs=output_lps,
             unconditional_token_logprobs=unconditional,
         )
+
+
+HEALED_TOKENS = 2
+"""How many of the prompt's last tokens `select` rescores, in case the choice merged with them."""
+
+
+def choice_token_logprobs(entries: list[Any], prompt: str, full: str, prompt_entries: int) -> list[Any]:
+    """The entries of `full` = `prompt` + choice that carry choice text (end past the prompt).
+
+    `entries` are `[logprob, token_id, token_text]` of the last tokens of `full`. When their texts
+    do not spell the end of `full` (a character split across tokens), the first `prompt_entries`
+    entries are taken to be the prompt's, as without healing.
+    """
+    texts = [e[2] if len(e) > 2 and isinstance(e[2], str) else None for e in entries]
+    if None in texts or not full.endswith("".join(texts)):
+        return list(entries[prompt_entries:])
+    offset = len(full) - len("".join(texts))
+    kept = []
+    for entry, text in zip(entries, texts):
+        offset += len(text)
+        if offset > len(prompt):
+            kept.append(entry)
+    return kept

@@ -6,6 +6,7 @@ import pytest
 from fake_servers import FakeSGLangServer
 
 import sglang as sgl
+from sglang.frontend.backend.native import choice_token_logprobs
 from sglang.frontend.jinja_template import JinjaChatTemplate
 from sglang.frontend.sampling_params import REGEX_INT
 
@@ -48,7 +49,7 @@ def test_select_makes_one_prefill_then_one_batched_scoring_request(server):
         "sampling_params": {"max_new_tokens": 0, "temperature": 0},
         "return_logprob": True,
         "return_text_in_logprobs": True,
-        "logprob_start_len": len(PROMPT),  # the fake tokenizes by character
+        "logprob_start_len": len(PROMPT) - 2,  # the fake tokenizes by character; 2 tokens of healing
     }
     # Scored over the choice's own tokens only: kiwi's mean logprob (-0.7) beats apple's (-0.78).
     assert state["fruit"] == "kiwi"
@@ -56,6 +57,18 @@ def test_select_makes_one_prefill_then_one_batched_scoring_request(server):
     assert [len(t) for t in meta["input_token_logprobs"]] == [5, 4]
     assert meta["normalized_prompt_logprobs"] == pytest.approx([-0.78, -0.7])
     assert state.text() == PROMPT + "kiwi"
+
+
+def test_select_scores_the_tokens_a_choice_merged_with_the_prompts_end():
+    # "A: " is [..., ":", " "] alone but [..., ":", " Paris"] with the choice: the healed token
+    # " Paris" carries the choice and is scored; ":" ends inside the prompt and is not.
+    entries = [[-0.5, 1, "A"], [-0.1, 2, ":"], [-2.0, 3, " Paris"]]
+    assert choice_token_logprobs(entries, "Q: x?\nA: ", "Q: x?\nA: Paris", 2) == [[-2.0, 3, " Paris"]]
+    split = [[-0.5, 1, "A"], [-0.1, 2, ":"], [-0.2, 3, " "], [-1.0, 4, "Os"], [-0.3, 5, "aka"]]
+    assert choice_token_logprobs(split[1:], "A: ", "A: Osaka", 2) == split[3:]
+    # Token texts that do not spell the text (a character split across tokens): drop by count.
+    odd = [[-0.1, 2, ":"], [-0.2, 3, " "], [-1.0, 4, "\ufffd"]]
+    assert choice_token_logprobs(odd, "A: ", "A: é", 2) == odd[2:]
 
 
 def test_select_greedy_uses_the_same_two_requests(server):
