@@ -186,6 +186,11 @@ class ProgramStateGroup:
     def __getitem__(self, i: int) -> ProgramState:
         return self.states[i]
 
+    def __setitem__(self, i: int, value: ProgramState) -> None:
+        """What `forks[i] += ...` stores back: the fork itself (appending returns it); no other state."""
+        if value is not self.states[i]:
+            raise TypeError("a fork cannot be replaced; append to it with forks[i] += ...")
+
     def __len__(self) -> int:
         return len(self.states)
 

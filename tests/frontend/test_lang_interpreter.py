@@ -155,6 +155,30 @@ def test_forked_state_reads_its_own_and_inherited_variables():
     assert state["seen"] == "<3>/<0>"  # leaf saw the 3 characters of "<0>"
 
 
+def test_appending_to_one_fork_by_index():
+    @sgl.function
+    def prog(s):
+        s += "P"
+        forks = s.fork(2)
+        for i in range(2):
+            forks[i] += f"[{i}]"  # upstream style: ProgramStateGroup.__setitem__ takes the fork back
+            forks[i] += sgl.gen("leaf")
+        forks.join()
+
+    state = prog.run(backend=ScriptedBackend(length_reply))
+    assert state["leaf"] == ["<4>", "<4>"]  # each fork saw "P[i]"
+
+
+def test_a_fork_cannot_be_replaced():
+    @sgl.function
+    def prog(s):
+        forks = s.fork(2)
+        forks[0] = forks[1]
+
+    with pytest.raises(TypeError, match="cannot be replaced"):
+        prog.run(backend=ScriptedBackend())
+
+
 def test_gen_n_returns_all_choices_and_appends_the_first():
     @sgl.function
     def prog(s):
