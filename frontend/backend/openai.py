@@ -33,6 +33,10 @@ class TokenUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    def reset(self) -> None:
+        """Start counting again from zero (upstream's `token_usage.reset()`)."""
+        self.prompt_tokens = self.completion_tokens = 0
+
 
 class OpenAI(BaseBackend):
     def __init__(
