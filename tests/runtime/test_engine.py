@@ -1,0 +1,196 @@
+"""`Engine` end to end (tokenizer manager, scheduler and detokenizer processes) on the embedded
+model: text and input_ids prompts, streaming, batches, n, logprobs, validation errors, client
+aborts, control calls, and the death of a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+from conftest import CPU_THREADS, DEVICE, QUESTION
+
+from sglang.runtime.engine import Engine
+from sglang.runtime.generate_input import InvalidRequestError
+from sglang.runtime.tokenizer_manager import EngineDeadError
+
+GREEDY = {"temperature": 0.0, "max_new_tokens": 8}
+ANSWER = "The capital of France is Paris."
+
+
+def chat_text(engine: Engine, question: str = QUESTION) -> str:
+    messages = [{"role": "user", "content": question}]
+    return engine.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def test_text_and_input_ids_prompts_give_the_same_output(engine: Engine) -> None:
+    text = chat_text(engine)
+    by_text = engine.generate(text, GREEDY)
+    by_ids = engine.generate(input_ids=engine.tokenizer.encode(text, add_special_tokens=False), sampling_params=GREEDY)
+    assert by_text["text"] == ANSWER
+    assert by_ids["output_ids"] == by_text["output_ids"]
+    assert by_ids["text"] == ANSWER
+    meta = by_text["meta_info"]
+    assert meta["prompt_tokens"] == 37
+    assert meta["completion_tokens"] == 8
+    assert meta["finish_reason"] == {"type": "stop", "matched": 2}
+
+
+def test_stream_chunks_are_cumulative_and_end_with_the_finish_reason(engine: Engine) -> None:
+    chunks = list(engine.generate(chat_text(engine), GREEDY, stream=True))
+    assert len(chunks) > 1
+    for before, after in itertools.pairwise(chunks):
+        assert after["text"].startswith(before["text"])
+        assert after["output_ids"][: len(before["output_ids"])] == before["output_ids"]
+    assert all(c["meta_info"]["finish_reason"] is None for c in chunks[:-1])
+    assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "stop", "matched": 2}
+    assert chunks[-1]["text"] == ANSWER
+
+
+def test_batch_keeps_prompt_order_and_per_prompt_parameters(engine: Engine) -> None:
+    prompts = [chat_text(engine), "The river wound through the valley", chat_text(engine, "Name a colour.")]
+    params = [GREEDY, {**GREEDY, "max_new_tokens": 3}, {**GREEDY, "max_new_tokens": 5, "ignore_eos": True}]
+    batch = engine.generate(prompts, params)
+    assert isinstance(batch, list) and len(batch) == 3
+    singles = [engine.generate(p, sp) for p, sp in zip(prompts, params)]
+    assert [b["output_ids"] for b in batch] == [s["output_ids"] for s in singles]
+    assert [b["meta_info"]["completion_tokens"] for b in batch] == [8, 3, 5]
+
+
+def test_n_samples_share_the_prompt_kv(engine: Engine) -> None:
+    text = chat_text(engine, "Write a story about a dragon.")
+    prompt_len = len(engine.tokenizer.encode(text, add_special_tokens=False))
+    outs = engine.generate(text, {"temperature": 1.0, "seed": 5, "n": 3, "max_new_tokens": 6})
+    assert isinstance(outs, list) and len(outs) == 3
+    assert len({tuple(o["output_ids"]) for o in outs}) >= 2, "the n samples differ"
+    assert all(o["meta_info"]["cached_tokens"] == prompt_len - 1 for o in outs)
+    again = engine.generate(text, {"temperature": 1.0, "seed": 5, "n": 3, "max_new_tokens": 6})
+    assert [o["output_ids"] for o in again] == [o["output_ids"] for o in outs], "seeded n samples repeat"
+
+
+def test_logprobs_with_text(engine: Engine) -> None:
+    out = engine.generate(
+        chat_text(engine), GREEDY, return_logprob=True, logprob_start_len=30, top_logprobs_num=2,
+        return_text_in_logprobs=True,
+    )  # fmt: skip
+    meta = out["meta_info"]
+    assert [text for _, _, text in meta["output_token_logprobs"]][:2] == ["The", " capital"]
+    assert len(meta["input_token_logprobs"]) == 37 - 30
+    assert all(len(top) == 2 for top in meta["output_top_logprobs"])
+    scored = [lp for lp, _, _ in meta["input_token_logprobs"]]
+    assert meta["normalized_prompt_logprob"] == pytest.approx(sum(scored) / len(scored))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", -0.5),
+        ("top_p", 0.0),
+        ("top_p", 1.5),
+        ("top_k", 0),
+        ("min_p", 1.5),
+        ("frequency_penalty", 2.5),
+        ("presence_penalty", -3.0),
+        ("repetition_penalty", 0.0),
+        ("max_new_tokens", -1),
+        ("min_new_tokens", 20),  # above max_new_tokens
+        ("n", 0),
+        ("stop_token_ids", [10**6]),
+        ("logit_bias", {"999999": 1.0}),
+        ("regex", "(unclosed"),
+        ("json_schema", "{not json"),
+        ("no_such_parameter", 1),
+    ],
+)
+def test_out_of_range_values_are_rejected_naming_the_field(engine: Engine, field: str, value: Any) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        engine.generate("Hello", {"max_new_tokens": 8, field: value})
+    assert caught.value.param == f"sampling_params.{field}"
+    assert field in str(caught.value) or caught.value.param.endswith(field)
+
+
+def test_invalid_request_fields_are_rejected(engine: Engine) -> None:
+    with pytest.raises(InvalidRequestError, match="input_ids"):
+        engine.generate(input_ids=[1, 2, 10**7])
+    with pytest.raises(InvalidRequestError):
+        engine.generate("")
+    with pytest.raises(InvalidRequestError, match="logprob_start_len"):
+        engine.generate("Hello", GREEDY, return_logprob=True, logprob_start_len=50)
+    assert engine.healthy
+
+
+def test_async_generate_and_async_stream(engine: Engine) -> None:
+    async def main() -> tuple[dict, list[dict]]:
+        single = await engine.async_generate(chat_text(engine), GREEDY)
+        stream = await engine.async_generate(chat_text(engine), GREEDY, stream=True)
+        return single, [chunk async for chunk in stream]
+
+    single, chunks = asyncio.run(main())
+    assert single["text"] == ANSWER
+    assert chunks[-1]["text"] == ANSWER and chunks[-1]["meta_info"]["finish_reason"] is not None
+
+
+def _wait_until_idle(engine: Engine, timeout: float = 10.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        info = engine.get_server_info()
+        if info["num_running_requests"] == 0 and info["num_waiting_requests"] == 0:
+            return info
+        assert time.monotonic() < deadline, f"the engine is still busy: {info}"
+        time.sleep(0.1)
+
+
+def test_closing_a_stream_aborts_its_request(engine: Engine) -> None:
+    stream = engine.generate("Count to one thousand:", {"max_new_tokens": 1000, "ignore_eos": True}, stream=True)
+    for _, _chunk in zip(range(3), stream):
+        pass
+    stream.close()
+    info = _wait_until_idle(engine)
+    assert info["kv_tokens_free"] + info["kv_tokens_cached"] == info["kv_tokens_total"]
+
+
+def test_flush_cache_and_server_info(engine: Engine) -> None:
+    engine.generate(chat_text(engine), GREEDY)
+    before = _wait_until_idle(engine)
+    assert before["kv_tokens_cached"] > 0
+    assert engine.flush_cache() is True
+    after = engine.get_server_info()
+    assert after["kv_tokens_cached"] == 0
+    assert after["kv_tokens_free"] == after["kv_tokens_total"]
+    assert engine.generate(chat_text(engine), GREEDY)["meta_info"]["cached_tokens"] == 0
+
+
+@pytest.mark.slow
+def test_scheduler_death_fails_pending_and_new_requests() -> None:
+    engine = Engine(device=DEVICE, max_total_tokens=2048, cpu_threads=CPU_THREADS, log_level="critical")
+    try:
+        outcome: dict[str, BaseException | dict] = {}
+
+        def long_request() -> None:
+            try:
+                outcome["result"] = engine.generate("Count:", {"max_new_tokens": 4000, "ignore_eos": True})
+            except BaseException as e:
+                outcome["result"] = e
+
+        waiter = threading.Thread(target=long_request)
+        waiter.start()
+        time.sleep(1.0)
+        scheduler = engine.children.processes[0]
+        assert scheduler.name == "sglang-scheduler"
+        os.kill(scheduler.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        waiter.join(10)
+        assert not waiter.is_alive(), "the pending request did not fail"
+        assert time.monotonic() - killed < 5
+        assert isinstance(outcome["result"], EngineDeadError)
+        assert "scheduler" in str(outcome["result"])
+        assert not engine.healthy
+        with pytest.raises(EngineDeadError):
+            engine.generate("Hello", GREEDY)
+    finally:
+        engine.shutdown()
