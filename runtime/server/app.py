@@ -16,6 +16,8 @@ import uuid
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sglang.runtime.server.errors import ApiError, error_body, error_response, json_response
 from sglang.runtime.server.metrics import ServerMetrics
@@ -42,24 +44,7 @@ def create_app(state: ServerState) -> FastAPI:
     metrics = state.extras.setdefault("metrics", ServerMetrics())
     state.manager.finish_observers.append(metrics.observe_finished)
 
-    @app.middleware("http")
-    async def frame(request: Request, call_next) -> Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
-        started = time.monotonic()
-        path = request.url.path
-        if state.args.api_key and not path.startswith(OPEN_PATHS) and not _authorized(request, state.args.api_key):
-            response: Response = error_response(ApiError(401, "missing or invalid API key"))
-        elif state.draining and request.method == "POST":
-            response = error_response(ApiError(503, "the server is shutting down", headers={"Retry-After": "5"}))
-        else:
-            response = await call_next(request)
-        response.headers["X-Request-Id"] = request_id
-        if state.args.log_requests:
-            logger.info(
-                "%s %s %s -> %d in %.3f s", request_id, request.method, path, response.status_code,
-                time.monotonic() - started,
-            )  # fmt: skip
-        return response
+    app.add_middleware(RequestFrame, state=state)
 
     @app.exception_handler(ApiError)
     async def on_api_error(_: Request, error: ApiError) -> Response:
@@ -80,7 +65,48 @@ def create_app(state: ServerState) -> FastAPI:
     return app
 
 
-def _authorized(request: Request, api_key: str) -> bool:
-    header = request.headers.get("authorization", "")
+class RequestFrame:
+    """The per-request frame above as a pure ASGI middleware. (Starlette's `@app.middleware`
+    wraps `receive`, so `request.is_disconnected()` never turns true behind it and a
+    non-streaming request whose client went away would run to the end.)"""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        request_id = headers.get("x-request-id") or uuid.uuid4().hex
+        started = time.monotonic()
+        path, args = scope["path"], self.state.args
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message)["X-Request-Id"] = request_id
+            await send(message)
+
+        app: ASGIApp = self.app
+        if args.api_key and not path.startswith(OPEN_PATHS) and not _authorized(headers, args.api_key):
+            app = error_response(ApiError(401, "missing or invalid API key"))
+        elif self.state.draining and scope["method"] == "POST":
+            app = error_response(ApiError(503, "the server is shutting down", headers={"Retry-After": "5"}))
+        try:
+            await app(scope, receive, send_with_id)
+        finally:
+            if args.log_requests:
+                logger.info(
+                    "%s %s %s -> %d in %.3f s", request_id, scope["method"], path, status, time.monotonic() - started
+                )
+
+
+def _authorized(headers: Headers, api_key: str) -> bool:
+    header = headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(token.strip(), api_key)
+    # As bytes: compare_digest refuses str with non-ASCII characters (a header may carry any).
+    return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), api_key.encode())
