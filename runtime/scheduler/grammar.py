@@ -18,7 +18,6 @@ import xgrammar as xgr
 from sglang.runtime.sampling_params import SamplingParams
 from sglang.runtime.scheduler.req import Req
 
-
 _LOG_PREFIX = re.compile(r"^\[[\d:]+\] \S+:\d+: ")
 
 

@@ -24,7 +24,7 @@ from sglang.runtime.radix_cache import RadixCache
 from sglang.runtime.scheduler import logprobs
 from sglang.runtime.scheduler.batch import BatchEntry, build_step, make_entry
 from sglang.runtime.scheduler.grammar import GrammarBackend
-from sglang.runtime.scheduler.policy import admission_order
+from sglang.runtime.scheduler.policy import admission_order, waits_for_shared_prefill
 from sglang.runtime.scheduler.req import Req
 from sglang.runtime.scheduler.sampler import sample
 from sglang.runtime.server_args import ServerArgs
@@ -132,6 +132,8 @@ class Scheduler:
         # Free pages are only taken as requests prefill, so what admitted requests will take is
         # counted here, or one step would admit every request that fits on its own.
         reserve = sum(self._promised_tokens(r) for r in self.running)
+        share_prefills = self.args.schedule_policy == "lpm" and not self.cache.disable
+        prefilling = [r.fill_ids for r in self.running if r.kv_len < len(r.input_ids)] if share_prefills else []
         for req in admission_order(self.waiting, self.args.schedule_policy, self.cache):
             if len(self.running) >= self.args.max_running_requests:
                 break
@@ -151,6 +153,8 @@ class Scheduler:
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
                 self._finish(req)
                 continue
+            if share_prefills and waits_for_shared_prefill(req.fill_ids[:limit], match.num_cached, prefilling):
+                continue
             # Locked first: a cached prefix the request uses can no longer be evicted for it.
             self.cache.inc_lock_ref(match.last_node)
             need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
@@ -164,6 +168,8 @@ class Scheduler:
             self.waiting.remove(req)
             self.running.append(req)
             reserve += self._promised_tokens(req)
+            if share_prefills:
+                prefilling.append(req.fill_ids)
 
     def _plan(self) -> list[BatchEntry]:
         """Chooses each running request's work for this step and allocates its KV slots."""
