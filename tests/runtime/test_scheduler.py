@@ -9,6 +9,7 @@ import pytest
 from conftest import Runtime, chat_prompt, corpus_ids, make_request
 
 from sglang.runtime.io_struct import LogprobRequest
+from sglang.runtime.scheduler.policy import common_prefix_len
 from sglang.runtime.scheduler.scheduler import Scheduler
 
 
@@ -118,10 +119,10 @@ def test_max_new_tokens_zero_returns_prompt_metadata_and_caches_the_prompt(rt: R
 
 
 def test_chunked_prefill_gives_the_same_tokens_as_one_prefill(rt: Runtime) -> None:
-    prompt = corpus_ids(rt.tokenizer, 700, offset=5)
+    prompt = corpus_ids(rt.tokenizer, 400, offset=5)
     whole = rt.run_on(rt.make_scheduler(max_total_tokens=1024, chunked_prefill_size=1024),
                       [make_request(prompt, rid="whole", max_new_tokens=6, ignore_eos=True)])  # fmt: skip
-    chunked = rt.run_on(rt.make_scheduler(max_total_tokens=1024, chunked_prefill_size=100),
+    chunked = rt.run_on(rt.make_scheduler(max_total_tokens=1024, chunked_prefill_size=96),
                         [make_request(prompt, rid="chunked", max_new_tokens=6, ignore_eos=True)])  # fmt: skip
     assert chunked["chunked"].output_ids == whole["whole"].output_ids
 
@@ -163,3 +164,29 @@ def test_schedule_policies_serve_every_request(rt: Runtime, policy: str) -> None
     outcomes = rt.run_on(scheduler, requests)
     assert all(o.finished_by == "length" and len(o.output_ids) == 3 for o in outcomes.values())
     assert_kv_accounted(scheduler)
+
+
+def test_requests_arriving_together_compute_their_shared_prefix_once(rt: Runtime) -> None:
+    """Under lpm, one request prefills the shared prefix; the others wait for it to be cached and
+    prefill only their own question. With fcfs every request computes the whole prompt."""
+    prefix = corpus_ids(rt.tokenizer, 200, offset=40)
+    questions = [rt.tokenizer.encode(f" Question {i}: who lived there?", add_special_tokens=False) for i in range(4)]
+    computed = {}
+    for policy in ("lpm", "fcfs"):
+        scheduler = rt.make_scheduler(max_total_tokens=2048, schedule_policy=policy)
+        requests = [make_request(prefix + q, rid=f"{policy}-{i}", max_new_tokens=2) for i, q in enumerate(questions)]
+        outcomes = rt.run_on(scheduler, requests)
+        cached = sorted(o.meta["cached_tokens"] for o in outcomes.values())
+        computed[policy] = scheduler.stats["prompt_tokens"]
+        if policy == "lpm":
+            assert cached[0] == 0 and all(c >= len(prefix) for c in cached[1:]), cached
+    total = sum(len(prefix) + len(q) for q in questions)
+    assert computed["fcfs"] == total
+    assert computed["lpm"] < len(prefix) + sum(len(q) for q in questions) + len(questions) * 8
+
+
+def test_common_prefix_len() -> None:
+    assert common_prefix_len([1, 2, 3, 4], [1, 2, 3, 9, 9]) == 3
+    assert common_prefix_len([1, 2], [1, 2, 3]) == 2
+    assert common_prefix_len([], [1]) == 0
+    assert common_prefix_len([5], [6]) == 0
