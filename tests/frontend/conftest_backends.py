@@ -1,0 +1,229 @@
+"""The backends of the program suite, their declared limits, and the session runtimes behind them.
+
+Four backends, all on our runtime with the embedded model:
+
+- `endpoint`: `sgl.RuntimeEndpoint` on a live `sglang serve` subprocess (native /generate);
+- `engine`: `sgl.EngineBackend` on an in-process `sglang.Engine`;
+- `openai`: `sgl.OpenAI(model, is_chat_model=False, ...)` on the same server's /v1 (completions);
+- `openai-chat`: `sgl.OpenAI(model, ...)` on the same server's /v1, a chat model (the default
+  for a model name OpenAI does not list as a completion model).
+
+The server and the engine are started once per session, only if a collected test needs them, and
+at the same time (the server subprocess loads while the engine loads in-process). The server
+runs with an API key, so every backend that talks HTTP also proves it sends the key.
+
+A test module uses the fixtures by making them its own attributes (`backend =
+conftest_backends.backend`): this is a helper module, not a conftest, so the other frontend
+tests never start a runtime. The server's log is in pytest's temporary folder
+(`program-suite*/program-suite-server-PORT.log`); a server that fails to start fails every test
+that needs it, with the log's tail.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from programs import Feature
+
+import sglang as sgl
+
+DEVICE = os.environ.get("SGLANG_TEST_DEVICE") or "cpu"
+CPU_THREADS = int(os.environ.get("SGLANG_CPU_THREADS") or 1)
+"""On a shared 2-core machine one torch thread per runtime is faster than two that contend."""
+MAX_TOTAL_TOKENS = 16384
+STARTUP_TIMEOUT_S = float(os.environ.get("SGLANG_PROGRAM_SUITE_STARTUP_TIMEOUT") or 300)
+API_KEY = "sk-program-suite"
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend column: what it cannot do (feature -> declared reason), what `select` costs."""
+
+    name: str
+    unsupported: dict[Feature, str] = field(default_factory=dict)
+    select_requests: int = 2
+    """Requests (HTTP, or engine calls) one `select` makes."""
+
+
+NATIVE_NO_API_SPEC = (
+    "num_api_spec_tokens is API speculative execution, measured by an API backend's token_usage; "
+    "the native protocol has no such counter (upstream runs it on OpenAI backends only)"
+)
+
+BACKENDS: dict[str, BackendSpec] = {
+    spec.name: spec
+    for spec in (
+        BackendSpec("endpoint", {Feature.API_SPEC: NATIVE_NO_API_SPEC}),
+        BackendSpec("engine", {Feature.API_SPEC: NATIVE_NO_API_SPEC}),
+        BackendSpec("openai", select_requests=1),
+        BackendSpec(
+            "openai-chat",
+            {
+                Feature.TEXT_GEN: (
+                    "chat API: gen continues only an assistant turn, so a gen in raw text is a "
+                    "BackendCapabilityError (proved by test_declared_limit); the openai column runs it"
+                )
+            },
+            select_requests=1,
+        ),
+    )
+}
+REFERENCE_BACKEND = "endpoint"
+"""Heavy programs run by default on this backend only, elsewhere under `-m slow`."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LiveServer:
+    """One `sglang serve` subprocess of ours; its output goes to `log_path`."""
+
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @classmethod
+    def start(cls, log_dir: Path) -> LiveServer:
+        port = _free_port()
+        log_path = log_dir / f"program-suite-server-{port}.log"
+        script = Path(sys.executable).with_name("sglang")
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "sglang.cli"]
+        command += ["serve", "--device", DEVICE, "--port", str(port), "--max-total-tokens", str(MAX_TOTAL_TOKENS)]
+        command += ["--api-key", API_KEY, "--log-level", "warning"]
+        if DEVICE == "cpu":
+            command += ["--cpu-threads", str(CPU_THREADS)]
+        with open(log_path, "wb") as log:
+            # Its own process group, so a kill after a failed drain takes the engine's children too.
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return cls(process, port, log_path)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        raise RuntimeError(f"the server was not ready after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def model_name(self) -> str:
+        response = httpx.get(self.url + "/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+        response.raise_for_status()
+        return response.json()["data"][0]["id"]
+
+    def requests_finished(self) -> float:
+        """The server's finished-request counter (all finish reasons) from /metrics."""
+        text = httpx.get(self.url + "/metrics", timeout=30).text
+        return sum(
+            float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("sglang_requests_total{")
+        )
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM (a graceful drain), then SIGKILL of its process group if it outlives `timeout`."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+
+
+@dataclass
+class SuiteRuntimes:
+    """The session's server and engine (each None when no collected test needs it)."""
+
+    server: LiveServer | None = None
+    engine: Any = None  # sglang.Engine
+    backends: dict[str, Any] = field(default_factory=dict)
+
+    def backend(self, name: str) -> Any:
+        """The session's backend object for column `name`, made on first use."""
+        if name not in self.backends:
+            self.backends[name] = self._make(name)
+        return self.backends[name]
+
+    def _make(self, name: str) -> Any:
+        if name == "engine":
+            assert self.engine is not None, "the engine was not started for this session"
+            return sgl.EngineBackend(self.engine)
+        assert self.server is not None, "the server was not started for this session"
+        if name == "endpoint":
+            return sgl.RuntimeEndpoint(self.server.url, api_key=API_KEY)
+        model = self.server.model_name()
+        chat = {"openai": False, "openai-chat": True}[name]
+        return sgl.OpenAI(model, is_chat_model=chat, base_url=self.server.url + "/v1", api_key=API_KEY)
+
+    def close(self) -> None:
+        for backend in self.backends.values():
+            if not isinstance(backend, sgl.EngineBackend):
+                backend.shutdown()
+        if self.engine is not None:
+            self.engine.shutdown()
+        if self.server is not None:
+            self.server.stop()
+
+
+def _needed_backends(session: pytest.Session) -> set[str]:
+    needed = set()
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("backend_name") if callspec is not None else None
+        if name in BACKENDS and not any(m.name == "skip" for m in item.iter_markers()):
+            needed.add(name)
+    return needed
+
+
+@pytest.fixture(scope="session")
+def suite_runtimes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRuntimes]:
+    needed = _needed_backends(request.session)
+    runtimes = SuiteRuntimes()
+    log_dir = tmp_path_factory.mktemp("program-suite")
+    try:
+        if needed - {"engine"}:
+            runtimes.server = LiveServer.start(log_dir)  # loads while the engine below loads
+        if "engine" in needed:
+            runtimes.engine = sgl.Engine(
+                device=DEVICE, max_total_tokens=MAX_TOTAL_TOKENS, log_level="warning",
+                **({"cpu_threads": CPU_THREADS} if DEVICE == "cpu" else {}),
+            )  # fmt: skip
+        if runtimes.server is not None:
+            runtimes.server.wait_ready()
+        yield runtimes
+    finally:
+        runtimes.close()
+
+
+@pytest.fixture
+def backend(suite_runtimes: SuiteRuntimes, backend_name: str) -> Any:
+    """The backend of column `backend_name` (which tests parametrize directly)."""
+    return suite_runtimes.backend(backend_name)
