@@ -360,5 +360,9 @@ class StreamExecutor:
         children = [getattr(s, "stream_executor", s) for s in expr.states]
         for child in children:
             child.sync()
-        self._fill("".join(c.transcript.text[c.fork_start :] for c in children))
-        self.backend.concatenate_and_append([c.sid for c in children], self.sid)
+        branches = [c.transcript.text[c.fork_start :] for c in children]
+        # The branches' KV continues the text they forked from: only when this stream still ends
+        # there can the backend reuse it (parallel encoding); otherwise the text alone is joined.
+        if any(branches) and all(c.transcript.text[: c.fork_start] == self.transcript.text for c in children):
+            self.backend.concatenate_and_append(self.prompt(), branches)
+        self._fill("".join(branches))

@@ -4,9 +4,9 @@ The interpreter calls a backend from program executor threads, many at once (`ru
 every backend must be thread-safe. A backend never sees the executor itself, only a `Prompt`:
 an immutable snapshot of the stream at the moment of the call.
 
-Only `generate` is required. The rest have working defaults: hooks that are pure optimizations
-(`cache_prefix`, `commit_lazy_operations`, `concatenate_and_append`) and housekeeping do nothing, streaming falls
-back to one chunk, and `select` raises `BackendCapabilityError` naming the backend.
+Only `generate` is required. The rest have working defaults: hooks that are optimizations
+(`cache_prefix`, `commit_lazy_operations`, `concatenate_and_append`) and housekeeping do nothing,
+streaming falls back to one chunk, and `select` raises `BackendCapabilityError` naming the backend.
 """
 
 from __future__ import annotations
@@ -73,9 +73,17 @@ class BaseBackend(ABC):
         """Prefill the stream's text before it forks, so every fork hits the cached prefix."""
         return None
 
-    def concatenate_and_append(self, src_stream_ids: list[str], dst_stream_id: str) -> None:
-        """Hint that the forks' text was appended to the parent (the text itself is the interpreter's)."""
-        return None
+    def concatenate_and_append(self, prompt: Prompt, branches: list[str]) -> bool:
+        """`join("concate_and_append")`: the stream `prompt` (unchanged since it forked) is about to
+        be extended by its forks' new text `branches`, in fork order.
+
+        A backend may make the KV of `prompt.text + "".join(branches)` available from the KV the
+        branches already computed, so that the stream's next request reuses it: parallel
+        encoding, where each branch attended to the prefix and itself but not to the branches
+        before it. Returns True when it did. The text itself is the interpreter's: returning
+        False (plain text concatenation, recomputed with full attention) is always correct.
+        """
+        return False
 
     def flush_cache(self) -> None:
         """Drop the server's prefix cache."""

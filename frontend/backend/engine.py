@@ -36,6 +36,10 @@ class EngineBackend(NativeBackend):
     def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return iter(self.engine.generate(**self._as_engine_args(body)))
 
+    def _concat_and_append(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        concat = getattr(self.engine, "concat_and_append", None)
+        return concat(**body) if callable(concat) else None
+
     def flush_cache(self) -> None:
         self.engine.flush_cache()
 

@@ -20,6 +20,7 @@ input token `logprob_start_len + j` (None for a sequence's first token).
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any
@@ -35,9 +36,12 @@ from sglang.frontend.config import global_config
 from sglang.frontend.jinja_template import JinjaChatTemplate
 from sglang.frontend.sampling_params import SamplingParams
 
+logger = logging.getLogger(__name__)
+
 
 class NativeBackend(BaseBackend):
     supports_images = True  # the server decides; it answers an error for a text-only model
+    _concat_supported = True  # until the server says it has no /concat_and_append
 
     def __init__(self, model_info: dict[str, Any], chat_template_name: str | None = None):
         self.model_info = model_info
@@ -66,6 +70,10 @@ class NativeBackend(BaseBackend):
     @abstractmethod
     def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """One streamed /generate call; the decoded events (cumulative text)."""
+
+    def _concat_and_append(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """One /concat_and_append call (our extension); None when the server does not have it."""
+        return None
 
     # ---- requests ----
 
@@ -120,6 +128,21 @@ class NativeBackend(BaseBackend):
 
     def commit_lazy_operations(self, prompt: Prompt) -> None:
         self._prefill(prompt, prompt.text)
+
+    def concatenate_and_append(self, prompt: Prompt, branches: list[str]) -> bool:
+        """Parallel encoding on a server with `/concat_and_append` (ours): it caches the prefix
+        followed by the branches from the branches' own KV, and the stream's next request (plain
+        text) reuses it. A server without it is asked once; a refusal (a branch evicted, a token
+        spanning a boundary, page_size > 1) leaves plain text concatenation."""
+        if prompt.images or not self._concat_supported:
+            return False
+        out = self._concat_and_append({"prefix": prompt.text, "branches": branches})
+        if out is None:
+            self._concat_supported = False
+            return False
+        if not out.get("ok"):
+            logger.info("concate_and_append joins text only: %s", out.get("reason"))
+        return bool(out.get("ok"))
 
     def select(
         self, prompt: Prompt, choices: list[str], temperature: float, choices_method: ChoicesSamplingMethod

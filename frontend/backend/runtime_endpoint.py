@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
-from sglang.frontend.backend.http import HttpClient
+from sglang.frontend.backend.http import HttpClient, ServerError
 from sglang.frontend.backend.native import NativeBackend
+
+logger = logging.getLogger(__name__)
 
 
 class RuntimeEndpoint(NativeBackend):
@@ -28,6 +31,15 @@ class RuntimeEndpoint(NativeBackend):
 
     def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return self.http.post_sse("/generate", body)
+
+    def _concat_and_append(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return self.http.post("/concat_and_append", body)
+        except ServerError as e:
+            if e.status in (404, 405, 501):  # an older server, or not ours
+                return None
+            logger.warning("/concat_and_append failed, joining text only: %s", e)
+            return {"ok": False, "reason": str(e)}
 
     def flush_cache(self) -> None:
         self.http.post("/flush_cache")
