@@ -209,3 +209,21 @@ def test_front_tokenizes_like_the_branches_and_validates(rt: Runtime) -> None:
     ):
         with pytest.raises(ValueError):
             ConcatInput.from_dict(bad)
+
+
+def test_the_scheduler_process_answers_the_control_request(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message path: a `concat_and_append` ControlRequest is answered with the result's
+    payload; a failure inside is a not-ok answer, not a dead scheduler."""
+    from sglang.runtime.io_struct import ControlReply, ControlRequest
+    from sglang.runtime.scheduler import process
+
+    scheduler = rt.make_scheduler(max_total_tokens=64, page_size=2)
+    sent: list[ControlReply] = []
+    monkeypatch.setattr(process.ipc, "send", lambda _socket, message: sent.append(message))
+    args = {"prefix_ids": [1, 2], "branch_ids": [[3]]}
+    process._handle(scheduler, ControlRequest("concat_and_append", "a", args), None)
+    process._handle(scheduler, ControlRequest("concat_and_append", "b", {"prefix_ids": [1]}), None)
+    first, second = sent
+    assert (first.request_id, first.ok) == ("a", False)
+    assert first.payload["input_ids"] == [1, 2, 3] and "page_size" in first.payload["reason"]
+    assert (second.request_id, second.ok) == ("b", False) and "internal error" in second.payload["reason"]
