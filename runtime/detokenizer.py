@@ -38,6 +38,15 @@ def held_back(text: str, stops: tuple[str, ...]) -> str:
     return text
 
 
+def text_ids(ids: list[int], finish_reason: dict[str, Any] | None, spec: DecodeSpec) -> list[int]:
+    """The ids whose text is returned: as SGLang, a matched stop token (an end token or one of
+    `stop_token_ids`) ends the output ids but not the text, unless `no_stop_trim`."""
+    matched = (finish_reason or {}).get("matched")
+    if spec.trim_stop and isinstance(matched, int) and ids and ids[-1] == matched:
+        return ids[:-1]
+    return ids
+
+
 def trimmed(text: str, finish_reason: dict[str, Any] | None, spec: DecodeSpec) -> str:
     matched = (finish_reason or {}).get("matched")
     if spec.trim_stop and isinstance(matched, str) and matched in text:
@@ -61,7 +70,7 @@ class Detokenizer:
         stream.ids.extend(update.new_token_ids)
         spec = stream.spec
         text = self.tokenizer.decode(
-            stream.ids,
+            text_ids(stream.ids, update.finish_reason, spec),
             skip_special_tokens=spec.skip_special_tokens,
             spaces_between_special_tokens=spec.spaces_between_special_tokens,
         )
