@@ -169,10 +169,19 @@ def test_stop_strings_end_the_output_and_are_trimmed(rt: Runtime, france: list[i
 
 
 def test_stop_token_ids_end_the_output(rt: Runtime, france: list[int]) -> None:
+    """As in SGLang, the matched stop token ends `output_ids` but is trimmed from the text
+    (unless `no_stop_trim`); so is the end token when special tokens are kept in the text."""
     france_token = token_ids_of(rt.tokenizer, " France")[0]
-    out = rt.one(france, stop_token_ids=[france_token], max_new_tokens=16)
-    assert out.output_ids[-1] == france_token and len(out.output_ids) == 4
-    assert out.finish_reason == {"type": "stop", "matched": france_token}
+    stop = {"stop_token_ids": [france_token], "max_new_tokens": 16}
+    out = rt.run([make_request(france, rid="stop", **stop),
+                  make_request(france, rid="kept", no_stop_trim=True, **stop),
+                  make_request(france, rid="eos", skip_special_tokens=False)])  # fmt: skip
+    assert out["stop"].output_ids[-1] == france_token and len(out["stop"].output_ids) == 4
+    assert out["stop"].finish_reason == {"type": "stop", "matched": france_token}
+    assert out["stop"].text == "The capital of"
+    assert out["kept"].text == "The capital of France"
+    assert out["eos"].output_ids[-1] == EOS
+    assert out["eos"].text == "The capital of France is Paris."
 
 
 def test_ignore_eos_generates_past_the_end_token(rt: Runtime, france: list[int]) -> None:
