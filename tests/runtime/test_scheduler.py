@@ -3,12 +3,13 @@ chunked prefill, prefix cache, retraction under KV pressure, aborts, and KV acco
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 from conftest import Runtime, chat_prompt, corpus_ids, make_request
 
-from sglang.runtime.io_struct import LogprobRequest
+from sglang.runtime.io_struct import GenerateRequest, LogprobRequest
 from sglang.runtime.scheduler.policy import common_prefix_len
 from sglang.runtime.scheduler.scheduler import Scheduler
 
@@ -23,21 +24,26 @@ def assert_kv_accounted(scheduler: Scheduler) -> None:
     assert scheduler.cache.total_size() == 0
 
 
+def burst_request(rt: Runtime, rng: random.Random, i: int) -> GenerateRequest:
+    """Request `i` of the burst: random prompt and output lengths; every third samples with a
+    seed, every fourth asks for logprobs, every fifth streams."""
+    prompt = corpus_ids(rt.tokenizer, rng.randint(20, 140), offset=rng.randint(0, 60))
+    logprobs = LogprobRequest(True, len(prompt) // 2, top_logprobs_num=2) if i % 4 == 2 else None
+    sampling = {"temperature": 1.0, "seed": i} if i % 3 == 1 else {}
+    return make_request(
+        prompt, rid=f"burst-{i}", logprobs=logprobs, stream=i % 5 == 0,
+        max_new_tokens=rng.randint(4, 20), ignore_eos=True, **sampling,
+    )  # fmt: skip
+
+
 def test_burst_under_kv_pressure_retracts_and_every_request_ends(rt: Runtime) -> None:
     """A burst of requests of random lengths on a 480-token pool with 48-token prefill chunks:
     requests are retracted and resumed, four are aborted midway, and every request ends exactly
-    once, with the same greedy tokens as in an unconstrained run; the pool is whole afterwards."""
+    once, with the same tokens (greedy or seeded) and logprobs as in an unconstrained run; the
+    pool is whole afterwards."""
     scheduler = rt.make_scheduler(max_total_tokens=480, chunked_prefill_size=48)
     rng = random.Random(7)
-    requests = [
-        make_request(
-            corpus_ids(rt.tokenizer, rng.randint(20, 140), offset=rng.randint(0, 60)),
-            rid=f"burst-{i}",
-            max_new_tokens=rng.randint(4, 20),
-            ignore_eos=True,
-        )
-        for i in range(20)
-    ]
+    requests = [burst_request(rt, rng, i) for i in range(20)]
     aborts = {2: ["burst-19"], 5: ["burst-3", "burst-11"], 9: ["burst-0"]}
     aborted = {rid for rids in aborts.values() for rid in rids}
 
@@ -62,11 +68,15 @@ def test_burst_under_kv_pressure_retracts_and_every_request_ends(rt: Runtime) ->
     assert_kv_accounted(scheduler)
 
     # The same requests on the roomy shared pool, all at once: no retraction, no chunking.
-    reference = rt.run([make_request(r.input_ids, rid=f"ref-{r.rid}", max_new_tokens=r.params.max_new_tokens,
-                                     ignore_eos=True) for r in requests if r.rid not in aborted])  # fmt: skip
-    for rid, outcome in outcomes.items():
-        if rid not in aborted:
-            assert outcome.output_ids == reference[f"ref-{rid}"].output_ids, rid
+    kept = [r for r in requests if r.rid not in aborted]
+    reference = rt.run([dataclasses.replace(r, rid=f"ref-{r.rid}") for r in kept])
+    for request in kept:
+        ours, ref = outcomes[request.rid], reference[f"ref-{request.rid}"]
+        assert ours.output_ids == ref.output_ids, request.rid
+        if request.logprobs.return_logprob:
+            for key in ("input_token_logprobs", "output_token_logprobs"):
+                assert [t for _, t in ours.meta[key]] == [t for _, t in ref.meta[key]]
+                assert [lp for lp, _ in ours.meta[key]] == pytest.approx([lp for lp, _ in ref.meta[key]], abs=2e-3)
 
 
 def test_same_greedy_tokens_alone_and_inside_a_busy_batch(rt: Runtime) -> None:
