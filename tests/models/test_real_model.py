@@ -21,7 +21,7 @@ PROMPTS = (
     "Name three primary colors.",
     "Write one sentence about the sea.",
 )
-MAX_NEW_TOKENS = 24
+MAX_NEW_TOKENS = 16
 
 
 @pytest.fixture(scope="module")
