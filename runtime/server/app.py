@@ -8,6 +8,8 @@ JSON or schema violations 400, `ApiError` its own status, anything else 500 (and
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -66,9 +68,9 @@ def create_app(state: ServerState) -> FastAPI:
 
 
 class RequestFrame:
-    """The per-request frame above as a pure ASGI middleware. (Starlette's `@app.middleware`
-    wraps `receive`, so `request.is_disconnected()` never turns true behind it and a
-    non-streaming request whose client went away would run to the end.)"""
+    """The per-request frame above as a pure ASGI middleware, which also cancels a handler whose
+    client left before its response began. (Starlette's `@app.middleware` wraps `receive`, so
+    `request.is_disconnected()` never turns true behind it.)"""
 
     def __init__(self, app: ASGIApp, state: ServerState) -> None:
         self.app = app
@@ -97,12 +99,54 @@ class RequestFrame:
         elif self.state.draining and scope["method"] == "POST":
             app = error_response(ApiError(503, "the server is shutting down", headers={"Retry-After": "5"}))
         try:
-            await app(scope, receive, send_with_id)
+            if not await _run_unless_client_leaves(app, scope, receive, send_with_id):
+                status = 499  # the client went away before the response began; its work was cancelled
         finally:
             if args.log_requests:
                 logger.info(
                     "%s %s %s -> %d in %.3f s", request_id, scope["method"], path, status, time.monotonic() - started
                 )
+
+
+async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> bool:
+    """Runs `app`, cancelling it if the client disconnects after sending its body and before the
+    response begins: a non-streaming handler's generation is then aborted (its KV freed) on any
+    route. Once the response has begun, streaming responses watch for the disconnect themselves.
+    False if it was cancelled so."""
+    body_read = asyncio.Event()
+    response_began = asyncio.Event()
+
+    async def tracking_receive() -> Message:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            body_read.set()
+        return message
+
+    async def tracking_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            response_began.set()
+        await send(message)
+
+    async def client_left_early() -> bool:
+        await body_read.wait()
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        return not response_began.is_set()
+
+    handler = asyncio.ensure_future(app(scope, tracking_receive, tracking_send))
+    watcher = asyncio.ensure_future(client_left_early())
+    try:
+        await asyncio.wait({handler, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if handler.done() or not watcher.result():
+            await handler
+            return True
+        handler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await handler
+        return False
+    finally:
+        watcher.cancel()
+        handler.cancel()
 
 
 def _authorized(headers: Headers, api_key: str) -> bool:
