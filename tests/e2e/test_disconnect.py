@@ -76,18 +76,11 @@ def run_in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, dict[str, 
     return thread, outcome
 
 
-OPENAI_IGNORES_DISCONNECT = pytest.mark.xfail(
-    run=False,  # it would decode its 2000 tokens for minutes, under the tests that follow
-    reason="the OpenAI handlers' non-streaming path (openai/responses.py run_to_end) does not watch for a "
-    "client disconnect, unlike native /generate (native_api.until_disconnected)",
-)
-
-
 @pytest.mark.parametrize(
     ("path", "body"),
     [
         pytest.param("/generate", LONG_NATIVE, id="native"),
-        pytest.param("/v1/chat/completions", LONG_CHAT, id="openai", marks=OPENAI_IGNORES_DISCONNECT),
+        pytest.param("/v1/chat/completions", LONG_CHAT, id="openai"),
     ],
 )
 def test_client_timeout_frees_kv(server: ServerProcess, path: str, body: dict[str, Any]) -> None:
