@@ -28,6 +28,10 @@ from sglang.runtime.scheduler.process import ReadyInfo
 logger = logging.getLogger(__name__)
 
 
+_LOGPROB_ROWS = ("input_top_logprobs", "output_top_logprobs", "input_token_ids_logprobs", "output_token_ids_logprobs")
+"""meta_info fields holding, per token, a list of `(logprob, token_id)` pairs (or None)."""
+
+
 class EngineDeadError(RuntimeError):
     """A child process of the engine died; the engine serves nothing more."""
 
@@ -209,8 +213,15 @@ class TokenizerManager:
         meta["id"] = item.rid
         if item.return_text_in_logprobs and "output_token_logprobs" in meta:
             for key in ("input_token_logprobs", "output_token_logprobs"):
-                meta[key] = [(lp, t, self.tokenizer.decode([t])) for lp, t in meta[key]]
+                meta[key] = self._with_text(meta[key])
+            # As SGLang: the top logprobs and those of asked ids get their tokens' text too.
+            for key in _LOGPROB_ROWS:
+                meta[key] = [None if row is None else self._with_text(row) for row in meta[key]]
         return {"text": update.text, "output_ids": update.output_ids, "meta_info": meta}
+
+    def _with_text(self, pairs: list[tuple[float | None, int]]) -> list[tuple[float | None, int, str]]:
+        """`(logprob, token_id)` pairs as `(logprob, token_id, token_text)`."""
+        return [(lp, t, self.tokenizer.decode([t])) for lp, t in pairs]
 
     # -- control and health ------------------------------------------------------------------
     async def control(self, kind: str, timeout: float = 30.0, args: dict[str, Any] | None = None) -> ControlReply:
