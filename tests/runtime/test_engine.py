@@ -82,6 +82,7 @@ def test_logprobs_with_text(engine: Engine) -> None:
     assert [text for _, _, text in meta["output_token_logprobs"]][:2] == ["The", " capital"]
     assert len(meta["input_token_logprobs"]) == 37 - 30
     assert all(len(top) == 2 for top in meta["output_top_logprobs"])
+    assert meta["output_top_logprobs"][0][0][2] == "The", "top logprobs carry their tokens' text too"
     scored = [lp for lp, _, _ in meta["input_token_logprobs"]]
     assert meta["normalized_prompt_logprob"] == pytest.approx(sum(scored) / len(scored))
 
