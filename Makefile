@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 PROMPT ?= What is the capital of France?
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve generate test test-slow bench clean
+.PHONY: setup serve generate test test-slow matrix bench clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,9 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+matrix: setup
+	$(PY) ci/matrix.py
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
