@@ -35,6 +35,10 @@ DECODE_RESERVE_RATIO = 0.3
 """Share of running requests' remaining output tokens kept free when admitting new ones; too
 little means more retractions, too much means less batching."""
 
+RESERVE_CLIP_TOKENS = 4096
+"""Outputs are usually far shorter than an unbounded `max_new_tokens` (up to the context): the
+reserve counts at most this many remaining tokens per request, as SGLang does."""
+
 
 class Scheduler:
     def __init__(
@@ -125,7 +129,8 @@ class Scheduler:
     def _promised_tokens(req: Req) -> int:
         """KV tokens a running request will still take: the rest of its prompt (chunked prefill
         allocates it step by step) and a share of its remaining output."""
-        decode = int((req.max_new_tokens - len(req.output_ids)) * DECODE_RESERVE_RATIO)
+        remaining = min(req.max_new_tokens - len(req.output_ids), RESERVE_CLIP_TOKENS)
+        decode = int(remaining * DECODE_RESERVE_RATIO)
         return len(req.fill_ids) - req.kv_len + decode
 
     def _admit(self) -> None:
