@@ -198,7 +198,7 @@ class TokenizerManager:
                 yield output
         finally:
             del self.pending[request.rid]
-            if not finished and self.dead_reason is None:
+            if not finished and self.dead_reason is None and not self.ctx.closed:
                 # The caller went away before the end (disconnect, cancel): free its KV now.
                 ipc.send(self.to_scheduler, AbortRequest(request.rid, "the client disconnected"))
 
