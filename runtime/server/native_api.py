@@ -82,6 +82,7 @@ async def until_disconnected(request: Request, awaitable: Awaitable[Any]) -> Any
         return work.result()
     finally:
         watcher.cancel()
+        work.cancel()  # no-op once done; when this handler is cancelled, the request must not run on
 
 
 @router.post("/generate")
