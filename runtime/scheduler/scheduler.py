@@ -248,8 +248,9 @@ class Scheduler:
                 self.running.remove(req)
                 self._finish(req)
                 continue
-            if e.samples and e.extend > 1:
-                # Prefill is complete: share its pages with requests arriving meanwhile.
+            if e.samples and (e.extend > 1 or len(req.output_ids) == 1):
+                # Prefill is complete (its last chunk may be a single token): share its pages
+                # with requests arriving meanwhile.
                 computed = req.fill_ids[: req.kv_len]
                 req.match, req.slots = self.cache.cache_unfinished(computed, req.slots, req.match, self.free_slots)
             if req.stream and e.samples:
