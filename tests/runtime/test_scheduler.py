@@ -200,3 +200,20 @@ def test_common_prefix_len() -> None:
     assert common_prefix_len([1, 2], [1, 2, 3]) == 2
     assert common_prefix_len([], [1]) == 0
     assert common_prefix_len([5], [6]) == 0
+
+
+def test_a_prompt_is_shared_as_soon_as_its_prefill_ends_even_on_a_one_token_chunk(rt: Runtime) -> None:
+    """65 prompt tokens in 32-token chunks end on a 1-token chunk; a request with the same prompt
+    arriving while the first decodes reuses all of it."""
+    scheduler = rt.make_scheduler(max_total_tokens=512, chunked_prefill_size=32)
+    prompt = corpus_ids(rt.tokenizer, 65, offset=70)
+    second = make_request(prompt, rid="second", max_new_tokens=2)
+
+    def add_second(step: int, sched: Scheduler) -> None:
+        if step == 4:  # steps 0-2 prefill the first request, step 3 decodes it
+            assert sched.running[0].output_ids
+            sched.add_request(second)
+
+    outcomes = rt.run_on(scheduler, [make_request(prompt, rid="first", max_new_tokens=8)], between_steps=add_second)
+    assert outcomes["second"].meta["cached_tokens"] == len(prompt) - 1
+    assert outcomes["second"].output_ids == outcomes["first"].output_ids[:2]
