@@ -224,13 +224,16 @@ async def run_benchmark(config: BenchConfig, inputs: list[RequestInput]) -> dict
                 body = request_body(config.endpoint, config.model, item, config.ignore_eos)
                 return await send_request(client, url, body, headers)
 
+        load_before = os.getloadavg()[0]
         started = time.perf_counter()
         tasks = []
         async for i in arrivals(len(inputs), config.request_rate, random.Random(config.seed)):
             tasks.append(asyncio.create_task(one(inputs[i])))
         results = await asyncio.gather(*tasks)
         duration = time.perf_counter() - started
-    return summarize(config, results, duration)
+    metrics = summarize(config, results, duration)
+    metrics["load_average"] = (load_before, os.getloadavg()[0])
+    return metrics
 
 
 def ms_stats(values: list[float], prefix: str) -> dict[str, float]:
@@ -293,6 +296,7 @@ def print_report(title: str, m: dict[str, Any]) -> None:
         ("Input token throughput (tok/s)", f"{m['input_throughput']:.2f}"),
         ("Output token throughput (tok/s)", f"{m['output_throughput']:.2f}"),
         ("Total token throughput (tok/s)", f"{m['total_token_throughput']:.2f}"),
+        ("Machine load average (start, end)", "{:.1f}, {:.1f}".format(*m["load_average"])),
     ]
     print(f"{' ' + title + ' ':=^60}")
     for name, value in rows:
