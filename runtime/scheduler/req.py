@@ -129,8 +129,10 @@ class Req:
         stops = self.decode_spec().stop_strings
         if not stops:
             return None
-        # A stop string of n characters spans at most n + 1 tokens ending at the newest one.
-        window = max(len(s) for s in stops) + 1
+        # Every token carries at least one byte, so a stop string of n UTF-8 bytes spans at most
+        # n tokens, ending at the newest one; one token more keeps a leading space the decoder
+        # would drop. (Counting characters instead misses multi-byte ones split over tokens.)
+        window = max(len(s.encode()) for s in stops) + 1
         text = tail_text(self.output_ids[-window:])
         return next((s for s in stops if s in text), None)
 
