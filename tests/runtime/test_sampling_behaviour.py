@@ -11,6 +11,7 @@ import pytest
 from conftest import Runtime, chat_prompt, make_request, token_ids_of
 
 from sglang.runtime.io_struct import LogprobRequest
+from sglang.runtime.scheduler.req import Req
 
 STORY = "Write a story about a dragon."
 EOS = 2
@@ -206,3 +207,17 @@ def test_skip_special_tokens(rt: Runtime, france: list[int]) -> None:
     assert out["skip"].output_ids == [IM_START] * 3
     assert "<|im_start|>" not in out["skip"].text
     assert out["keep"].text.count("<|im_start|>") == 3
+
+
+@pytest.mark.parametrize("stop", ["Ω≈ç", "日本", " Paris"])
+def test_stop_string_of_multibyte_characters_split_over_tokens(rt: Runtime, stop: str) -> None:
+    """The stop string "Ω≈ç" has 3 characters but 5 byte-level tokens: the check looks far enough back."""
+    prefix = token_ids_of(rt.tokenizer, "Hello there,")
+    stop_ids = token_ids_of(rt.tokenizer, stop)
+    req = Req(make_request([1, 2, 3], stop=stop, max_new_tokens=64), frozenset({EOS}), 49152, 8192)
+    for i, token in enumerate(prefix + stop_ids):
+        req.output_ids.append(token)
+        req.check_finished(rt.tokenizer.decode)
+        if i < len(prefix) + len(stop_ids) - 1:
+            assert req.finish_reason is None
+    assert req.finish_reason == {"type": "stop", "matched": stop}
