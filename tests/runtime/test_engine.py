@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import CPU_THREADS, DEVICE, QUESTION
+from runtime_harness import CPU_THREADS, DEVICE, QUESTION
 
 from sglang.runtime.engine import Engine
 from sglang.runtime.generate_input import InvalidRequestError

@@ -8,7 +8,7 @@ import math
 from collections import Counter
 
 import pytest
-from conftest import Runtime, chat_prompt, make_request, token_ids_of
+from runtime_harness import Runtime, chat_prompt, make_request, token_ids_of
 
 from sglang.runtime.io_struct import LogprobRequest
 from sglang.runtime.scheduler.req import Req

@@ -7,7 +7,7 @@ import dataclasses
 import random
 
 import pytest
-from conftest import Runtime, chat_prompt, corpus_ids, make_request
+from runtime_harness import Runtime, chat_prompt, corpus_ids, make_request
 
 from sglang.runtime.io_struct import GenerateRequest, LogprobRequest
 from sglang.runtime.scheduler.policy import common_prefix_len

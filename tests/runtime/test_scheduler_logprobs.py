@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import Runtime, chat_prompt, corpus_ids, make_request, model_threads
+from runtime_harness import Runtime, chat_prompt, corpus_ids, make_request, model_threads
 
 from sglang.ops.attention import AttentionInputs
 from sglang.runtime.io_struct import LogprobRequest

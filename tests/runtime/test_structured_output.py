@@ -7,7 +7,7 @@ import json
 import re
 
 import jsonschema
-from conftest import Runtime, chat_prompt, make_request
+from runtime_harness import Runtime, chat_prompt, make_request
 
 PERSON = {
     "type": "object",
