@@ -76,7 +76,9 @@ def _exponential_noise(shape: torch.Size, generators: list[torch.Generator | Non
     noise = torch.empty(shape, device=device).exponential_()
     for row, gen in enumerate(generators):
         if gen is not None:
-            noise[row] = torch.empty(shape[1], device=device).exponential_(generator=gen)
+            # Drawn where the generator lives (requests seed host generators): a generator cannot
+            # fill another device's tensor, and the same seed gives the same tokens on any device.
+            noise[row] = torch.empty(shape[1], device=gen.device).exponential_(generator=gen).to(device)
     return noise
 
 
