@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import Runtime, corpus_ids, make_request, token_ids_of
+from runtime_harness import Runtime, corpus_ids, make_request, token_ids_of
 
 from sglang import ops
 from sglang.ops.attention import AttentionInputs
