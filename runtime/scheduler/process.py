@@ -37,7 +37,8 @@ class ReadyInfo:
     model_path: str
     tokenizer_path: str
     chat_template: str | None
-    architecture: str
+    architectures: tuple[str, ...]
+    model_type: str | None
     context_length: int
     vocab_size: int
     max_total_tokens: int
@@ -48,12 +49,14 @@ class ReadyInfo:
     eos_token: str | None
 
     def model_info(self) -> dict[str, object]:
-        """SGLang's `/get_model_info` answer."""
+        """SGLang's `/get_model_info` answer (`architecture` is ours, beside upstream's list)."""
         return {
             "model_path": self.model_path,
             "tokenizer_path": self.tokenizer_path,
             "is_generation": True,
-            "architecture": self.architecture,
+            "architectures": list(self.architectures),
+            "architecture": self.architectures[0] if self.architectures else None,
+            "model_type": self.model_type,
             "chat_template": self.chat_template,
             "context_length": self.context_length,
             "bos_token": self.bos_token,
@@ -86,7 +89,8 @@ def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
         model_path=str(loaded.source.origin),
         tokenizer_path=str(loaded.source.tokenizer_path),
         chat_template=loaded.source.chat_template,
-        architecture=loaded.config.architectures[0],
+        architectures=loaded.config.architectures,
+        model_type=loaded.config.raw.get("model_type"),
         context_length=context_length,
         vocab_size=vocab,
         max_total_tokens=scheduler.capacity,
@@ -103,9 +107,12 @@ def server_info(scheduler: Scheduler) -> dict:
     return {
         "num_running_requests": len(scheduler.running),
         "num_waiting_requests": len(scheduler.waiting),
+        # What routers balance on (`/get_load`): the tokens of every request the server holds.
+        "num_request_tokens": sum(len(req.fill_ids) for req in (*scheduler.running, *scheduler.waiting)),
         "kv_tokens_total": scheduler.capacity,
         "kv_tokens_free": scheduler.allocator.available_tokens(),
         "kv_tokens_cached": scheduler.cache.total_size(),
+        "kv_tokens_evictable": scheduler.cache.evictable_size(),
         "kv_tokens_in_use": scheduler.capacity - scheduler.allocator.available_tokens(),
         **scheduler.stats,
     }

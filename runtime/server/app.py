@@ -22,6 +22,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sglang.runtime.server.errors import ApiError, error_body, error_response, json_response
+from sglang.runtime.server.info_api import router as info_router
 from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server.native_api import router as native_router
 from sglang.runtime.server.openai import openai_router
@@ -43,7 +44,7 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="sglang", version="0.1.0")
     app.state.server = state
-    metrics = state.extras.setdefault("metrics", ServerMetrics())
+    metrics = state.extras.setdefault("metrics", ServerMetrics(state.model_name))
     state.manager.finish_observers.append(metrics.observe_finished)
 
     app.add_middleware(RequestFrame, state=state)
@@ -63,6 +64,7 @@ def create_app(state: ServerState) -> FastAPI:
         return json_response(error_body(500, f"internal error: {type(error).__name__}"), 500)
 
     app.include_router(native_router)
+    app.include_router(info_router)
     app.include_router(openai_router)
     return app
 

@@ -1,8 +1,10 @@
-"""Prometheus metrics at `GET /metrics`.
+"""Prometheus metrics at `GET /metrics`, under two sets of names: ours (`sglang_*`) and
+upstream SGLang's (`sglang:*`, labelled with `model_name`), which SGLang's routers and
+dashboards read (smg takes load from `sglang:token_usage`).
 
 Counters and latency histograms are fed by the tokenizer manager's finish observer (one call
-per finished request); gauges (running, queued, KV usage, cache hit rate) are read from the
-scheduler at scrape time, so they are never stale.
+per finished or aborted request); gauges (running, queued, KV usage, cache hit rate) are read
+from the scheduler at scrape time, so they are never stale.
 """
 
 from __future__ import annotations
@@ -12,42 +14,74 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+_LATENCIES = (
+    ("ttft", "time_to_first_token_seconds", "Time to first token."),
+    ("itl", "inter_token_latency_seconds", "Mean gap between output tokens."),
+    ("e2e_latency", "e2e_request_latency_seconds", "Request latency."),
+)
 
 
 class ServerMetrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
+    def __init__(self, model_name: str) -> None:
+        self.registry = r = CollectorRegistry()
+        self.labels = {"model_name": model_name}
+        names = list(self.labels)
+
+        def both(kind: type, name: str, upstream: str, doc: str, **kw: Any) -> tuple[Any, Any]:
+            ours = kind(f"sglang_{name}", doc, registry=r, **kw)
+            theirs = kind(f"sglang:{upstream}", doc, names, registry=r, **kw).labels(**self.labels)
+            return ours, theirs
+
         self.requests = Counter("sglang_requests", "Finished requests, by finish reason.", ["reason"], registry=r)
-        self.prompt_tokens = Counter("sglang_prompt_tokens", "Prompt tokens of finished requests.", registry=r)
-        self.generation_tokens = Counter("sglang_generation_tokens", "Generated tokens.", registry=r)
-        self.cached_tokens = Counter("sglang_cached_prompt_tokens", "Prompt tokens served from the cache.", registry=r)
-        self.ttft = Histogram("sglang_time_to_first_token_seconds", "Time to first token.", buckets=LATENCY_BUCKETS,
-                              registry=r)  # fmt: skip
-        self.itl = Histogram("sglang_inter_token_latency_seconds", "Mean gap between output tokens.",
-                             buckets=LATENCY_BUCKETS, registry=r)  # fmt: skip
-        self.e2e = Histogram("sglang_e2e_request_latency_seconds", "Request latency.", buckets=LATENCY_BUCKETS,
-                             registry=r)  # fmt: skip
-        self.running = Gauge("sglang_num_running_requests", "Requests being decoded.", registry=r)
-        self.queued = Gauge("sglang_num_queued_requests", "Requests waiting for admission.", registry=r)
+        self.upstream_requests = Counter("sglang:num_requests", "Finished requests.", names,
+                                         registry=r).labels(**self.labels)  # fmt: skip
+        self.aborted = Counter("sglang:num_aborted_requests", "Aborted requests (client abort or disconnect).",
+                               names, registry=r).labels(**self.labels)  # fmt: skip
+        self.prompt_tokens = both(Counter, "prompt_tokens", "prompt_tokens", "Prompt tokens of finished requests.")
+        self.generation_tokens = both(Counter, "generation_tokens", "generation_tokens", "Generated tokens.")
+        self.cached_tokens = both(Counter, "cached_prompt_tokens", "cached_tokens", "Prompt tokens from the cache.")
+        self.latencies = {
+            key: both(Histogram, name, name, doc, buckets=LATENCY_BUCKETS) for key, name, doc in _LATENCIES
+        }
+        self.running = both(Gauge, "num_running_requests", "num_running_reqs", "Requests being decoded.")
+        self.queued = both(Gauge, "num_queued_requests", "num_queue_reqs", "Requests waiting for admission.")
         self.kv_usage = Gauge("sglang_kv_cache_usage", "Share of KV cache slots in use (cache included).", registry=r)
-        self.hit_rate = Gauge("sglang_cache_hit_rate", "Share of prompt tokens served from the prefix cache.",
-                              registry=r)  # fmt: skip
+        self.token_usage = Gauge("sglang:token_usage", "Share of KV slots held by requests (cache not counted).",
+                                 names, registry=r).labels(**self.labels)  # fmt: skip
+        self.used_tokens = Gauge("sglang:num_used_tokens", "KV slots held by requests.", names,
+                                 registry=r).labels(**self.labels)  # fmt: skip
+        self.hit_rate = both(Gauge, "cache_hit_rate", "cache_hit_rate", "Share of prompt tokens from the cache.")
 
     def observe_finished(self, meta: dict[str, Any]) -> None:
         reason = (meta.get("finish_reason") or {}).get("type", "unknown")
         self.requests.labels(reason=reason).inc()
-        self.prompt_tokens.inc(meta.get("prompt_tokens", 0))
-        self.generation_tokens.inc(meta.get("completion_tokens", 0))
-        self.cached_tokens.inc(meta.get("cached_tokens", 0))
-        for key, histogram in (("ttft", self.ttft), ("itl", self.itl), ("e2e_latency", self.e2e)):
+        self.upstream_requests.inc()
+        if reason == "abort":
+            self.aborted.inc()
+        for key, pair in (
+            ("prompt_tokens", self.prompt_tokens),
+            ("completion_tokens", self.generation_tokens),
+            ("cached_tokens", self.cached_tokens),
+        ):
+            for counter in pair:
+                counter.inc(meta.get(key, 0))
+        for key, pair in self.latencies.items():
             if key in meta:
-                histogram.observe(meta[key])
+                for histogram in pair:
+                    histogram.observe(meta[key])
 
     def render(self, server_info: dict[str, Any]) -> bytes:
-        self.running.set(server_info["num_running_requests"])
-        self.queued.set(server_info["num_waiting_requests"])
-        self.kv_usage.set(server_info["kv_tokens_in_use"] / max(server_info["kv_tokens_total"], 1))
+        total = max(server_info["kv_tokens_total"], 1)
+        used = server_info["kv_tokens_in_use"] - server_info["kv_tokens_evictable"]
         prompt = server_info["prompt_tokens"] + server_info["cached_tokens"]
-        self.hit_rate.set(server_info["cached_tokens"] / prompt if prompt else 0.0)
+        for pair, value in (
+            (self.running, server_info["num_running_requests"]),
+            (self.queued, server_info["num_waiting_requests"]),
+            (self.hit_rate, server_info["cached_tokens"] / prompt if prompt else 0.0),
+        ):
+            for gauge in pair:
+                gauge.set(value)
+        self.kv_usage.set(server_info["kv_tokens_in_use"] / total)
+        self.token_usage.set(used / total)
+        self.used_tokens.set(used)
         return generate_latest(self.registry)

@@ -102,19 +102,6 @@ async def generate(request: Request) -> Response:
         raise as_api_error(e) or e from None
 
 
-@router.get("/get_model_info")
-async def get_model_info(request: Request) -> dict[str, Any]:
-    return server_state(request).info.model_info()
-
-
-@router.get("/get_server_info")
-async def get_server_info(request: Request) -> dict[str, Any]:
-    state = server_state(request)
-    reply = await state.manager.control("server_info")
-    args = {k: v for k, v in vars(state.args).items() if k != "api_key"}
-    return {**args, **reply.payload, "device": state.info.device, "dtype": state.info.dtype, "version": _version()}
-
-
 @router.get("/health")
 async def health(request: Request) -> Response:
     state = server_state(request)
@@ -170,8 +157,3 @@ async def metrics(request: Request) -> Response:
     info = (await state.manager.control("server_info")).payload
     return Response(state.extras["metrics"].render(info), media_type="text/plain; version=0.0.4")
 
-
-def _version() -> str:
-    from sglang import __version__
-
-    return __version__

@@ -29,9 +29,10 @@ class ServerState:
         return self.args.served_model_name or self.info.model_path
 
     def check_model(self, requested: str | None) -> None:
-        """404 for a model name this server does not serve. None, empty and `default` (the name
-        SGLang's own examples use) mean the served model."""
-        if requested and requested not in (self.model_name, self.info.model_path, "default"):
+        """404 for a model name this server does not serve. None, empty, `default` (the name
+        SGLang's own examples use) and `unknown` (what SGLang's routers fill in when a client
+        names no model) mean the served model."""
+        if requested and requested not in (self.model_name, self.info.model_path, "default", "unknown"):
             raise ApiError(404, f"model {requested!r} does not exist; this server serves {self.model_name!r}", "model")
 
 
