@@ -1,8 +1,9 @@
 """The typed op interface every model and the runtime call; platforms provide implementations.
 
 Call ops through the module (`from sglang import ops; ops.rms_norm(...)`), never by importing
-the function, so the binding chosen at startup (`sglang.ops.binding.bind`) is the one called.
-Until a platform binds, every name is its reference implementation.
+the function, so the implementation chosen at startup (`Platform.bind_ops`, which selects among
+kernel candidates and calls `install`) is the one called. Until a platform binds, every name is
+its reference implementation.
 """
 
 from sglang.ops.activation import gelu_and_mul, silu_and_mul
@@ -13,9 +14,8 @@ from sglang.ops.attention import (
     AttentionMetadata,
     ReferenceAttention,
 )
-from sglang.ops.binding import REFERENCE_OPS, OpBinding, bind
+from sglang.ops.binding import REFERENCE_OPS, install
 from sglang.ops.collectives import Communicator, SingleProcessCommunicator, TorchDistributedCommunicator
-from sglang.ops.device import DeviceRuntime, MemoryInfo
 from sglang.ops.kv_store import store_kv
 from sglang.ops.linear import embedding, linear
 from sglang.ops.moe import moe_experts, moe_route
@@ -24,7 +24,6 @@ from sglang.ops.rotary import RopeScaling, RotaryTable, apply_rotary
 from sglang.ops.sampling import SamplingTensors, apply_penalties, apply_token_bitmask, log_softmax, sample
 
 attention_backend: type[AttentionBackend] = ReferenceAttention
-device_runtime: type[DeviceRuntime] = DeviceRuntime
 
 __all__ = [
     "REFERENCE_OPS",
@@ -33,9 +32,6 @@ __all__ = [
     "AttentionLayer",
     "AttentionMetadata",
     "Communicator",
-    "DeviceRuntime",
-    "MemoryInfo",
-    "OpBinding",
     "ReferenceAttention",
     "RopeScaling",
     "RotaryTable",
@@ -46,11 +42,10 @@ __all__ = [
     "apply_rotary",
     "apply_token_bitmask",
     "attention_backend",
-    "bind",
-    "device_runtime",
     "embedding",
     "fused_add_rms_norm",
     "gelu_and_mul",
+    "install",
     "linear",
     "log_softmax",
     "moe_experts",

@@ -12,6 +12,7 @@ new tokens included, so the backend both knows where to read and where to write.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -96,6 +97,12 @@ class AttentionBackend(ABC):
     def kv_buffer_shape(self, num_slots: int) -> tuple[int, ...]:
         """The layout this backend wants for one layer's KV buffer; the pool allocates it."""
         return (2, num_slots, self.num_kv_heads, self.head_dim)
+
+    def kv_bytes_per_token(self) -> int:
+        """Bytes one token's K and V take in one layer's buffer, from the declared layout: the
+        KV pool is sized by this, so a backend with another layout sizes its own pool right."""
+        slot_elements = math.prod(self.kv_buffer_shape(1))
+        return slot_elements * torch.empty((), dtype=self.dtype).element_size()
 
     def plan(self, inputs: AttentionInputs) -> AttentionMetadata:
         return AttentionMetadata(inputs=inputs, new_slots=inputs.new_slots())

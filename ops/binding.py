@@ -1,22 +1,22 @@
-"""Binds every op name to one implementation, once, at startup.
+"""Installs the chosen implementation of every op on `sglang.ops`, once, at startup.
 
-Each op has a reference implementation in this package. A platform offers native ones by
-qualified name (`"package.module:attribute"`), imported only when bound. `bind` installs the
-chosen callables as attributes of `sglang.ops`, so a call site (`ops.rms_norm(...)`) pays one
-attribute lookup and no per-call device check. `SGLANG_REFERENCE_OPS=1` (or
-`force_reference=True`) binds every op to its reference, for debugging and conformance.
+Each op has a reference implementation in this package; kernel families offer others by
+qualified name (`"package.module:attribute"`), imported only when bound. Which one serves is
+decided by `sglang.ops.selection`; `install` puts the chosen callables on `sglang.ops` as
+attributes, so a call site (`ops.rms_norm(...)`) pays one attribute lookup and no per-call device
+check. `SGLANG_REFERENCE_OPS=1` forces every op to its reference, for debugging and conformance.
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from sglang.ops.selection import Candidate, OpTable
 
 FORCE_REFERENCE_ENV = "SGLANG_REFERENCE_OPS"
 
@@ -36,16 +36,8 @@ REFERENCE_OPS: dict[str, str] = {
     "sample": "sglang.ops.sampling:sample",
     "log_softmax": "sglang.ops.sampling:log_softmax",
     "attention_backend": "sglang.ops.attention:ReferenceAttention",
-    "device_runtime": "sglang.ops.device:DeviceRuntime",
 }
-"""Every op name and its reference. A platform's table may name any subset of these keys."""
-
-
-@dataclass(frozen=True)
-class OpBinding:
-    name: str
-    qualname: str
-    native: bool
+"""Every op name and its reference implementation (`attention_backend` is a class)."""
 
 
 def resolve(qualname: str) -> Any:
@@ -59,26 +51,26 @@ def force_reference_requested() -> bool:
     return os.environ.get(FORCE_REFERENCE_ENV, "").lower() in ("1", "true", "yes")
 
 
-def bind(native_ops: Mapping[str, str], owner: str, force_reference: bool | None = None) -> list[OpBinding]:
-    """Installs one implementation per op on `sglang.ops` and returns what was chosen.
+def load(candidate: Candidate, tuning: object = None) -> Callable[..., Any]:
+    """The callable a candidate names, with the platform's tuning bound when it takes one."""
+    impl = resolve(candidate.qualname)
+    return partial(impl, tuning=tuning) if candidate.tunable else impl
 
-    `owner` names the platform in the log line that lists ops falling back to the reference.
-    """
-    unknown = set(native_ops) - set(REFERENCE_OPS)
-    if unknown:
-        raise KeyError(f"{owner} names ops that do not exist: {sorted(unknown)}")
-    if force_reference is None:
-        force_reference = force_reference_requested()
+
+def install(table: OpTable, tuning: Mapping[str, object] | None = None) -> None:
+    """Sets `sglang.ops.<op>` to each chosen candidate; `tuning` maps a family to its settings."""
     ops_module = importlib.import_module("sglang.ops")
-    bindings = []
-    for name, reference in REFERENCE_OPS.items():
-        native = not force_reference and name in native_ops
-        qualname = native_ops[name] if native else reference
-        setattr(ops_module, name, resolve(qualname))
-        bindings.append(OpBinding(name=name, qualname=qualname, native=native))
-    fallbacks = [b.name for b in bindings if not b.native]
-    if force_reference:
-        logger.info("%s: every op forced to its reference implementation (%s)", owner, FORCE_REFERENCE_ENV)
-    elif fallbacks:
-        logger.info("%s: reference implementation used for %s", owner, ", ".join(fallbacks))
-    return bindings
+    for choice in table.choices:
+        setattr(ops_module, choice.op, load(choice.chosen, (tuning or {}).get(choice.chosen.family)))
+
+
+def snapshot() -> dict[str, Any]:
+    """The currently bound implementations, for `restore` (tests bind and unbind)."""
+    ops_module = importlib.import_module("sglang.ops")
+    return {name: getattr(ops_module, name) for name in REFERENCE_OPS}
+
+
+def restore(saved: Mapping[str, Any]) -> None:
+    ops_module = importlib.import_module("sglang.ops")
+    for name, impl in saved.items():
+        setattr(ops_module, name, impl)

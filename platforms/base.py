@@ -1,23 +1,30 @@
 """The `Platform` contract: what a device declares before anything is built.
 
-A platform is a class with class-level declarations (identity, capabilities, native op table)
-and a classmethod `availability()` that says whether this machine can run it and, if not, why.
-Core code reads these declarations and never branches on a platform's name.
+A platform is a class with class-level declarations (identity, capabilities, the kernel families
+it uses in preference order, its device services) and a classmethod `availability()` that says
+whether this machine can run it and, if not, why. Core code reads these declarations and never
+branches on a platform's name.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from functools import cached_property
 from typing import ClassVar
 
 import torch
 
 from sglang import ops
-from sglang.ops.binding import OpBinding
-from sglang.ops.collectives import Communicator, SingleProcessCommunicator
+from sglang.ops.binding import force_reference_requested, resolve
+from sglang.ops.collectives import Communicator, SingleProcessCommunicator, TorchDistributedCommunicator
+from sglang.ops.selection import Candidate, OpTable, Requirements, SelectionContext, select
+from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.platforms.kernels.registry import family
 
 logger = logging.getLogger(__name__)
 
@@ -45,19 +52,39 @@ class Capabilities:
     """Facts core code chooses paths by. Frozen: declared once, never changed at run time."""
 
     dtypes: frozenset[torch.dtype]
-    page_sizes: frozenset[int] | None = None
-    """Page sizes the attention backend accepts; None means any."""
-    graph_capture: bool = False
-    torch_compile: bool = False
-    triton: bool = False
-    custom_all_reduce: bool = False
-    overlap_scheduling: bool = False
-    mixed_prefill_decode: bool = True
-    functional_kv: bool = False
-    """KV buffers are replaced, not mutated (JAX): callers must keep the buffer ops hand back."""
-    distributed_backend: str = "gloo"
+    """Model dtypes the platform computes in (the loader refuses others)."""
     default_dtype: torch.dtype = torch.float32
-    extra: Mapping[str, object] = field(default_factory=dict)
+    """What `--dtype auto` resolves to when the checkpoint does not say."""
+    page_sizes: frozenset[int] | None = None
+    """KV page sizes the platform's attention accepts; None means any."""
+    mixed_prefill_decode: bool = True
+    """Prefill and decode rows may share one step (the scheduler batches them together)."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What op selection needs to know of the model; None when no model is given."""
+
+    dtype: torch.dtype
+    head_dim: int | None = None
+    num_heads: int | None = None
+    num_kv_heads: int | None = None
+    page_size: int | None = None
+    weight_format: str = "dense"
+
+    @property
+    def gqa_ratio(self) -> int | None:
+        if self.num_heads is None or not self.num_kv_heads:
+            return None
+        return self.num_heads // self.num_kv_heads
+
+
+def package_importable(name: str) -> bool:
+    """Whether `name` (dotted names allowed) can be imported, without importing it where possible."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a dotted name whose parent is missing or broken
+        return False
 
 
 class Platform(ABC):
@@ -67,8 +94,22 @@ class Platform(ABC):
     dispatch_key: ClassVar[str]
     """The `torch.library` dispatch key opaque custom ops register under."""
     capabilities: ClassVar[Capabilities]
-    native_ops: ClassVar[Mapping[str, str]] = {}
-    """Op name -> qualified name of this platform's implementation; unnamed ops use the reference."""
+    kernel_families: ClassVar[tuple[str, ...]] = ()
+    """Kernel families this platform uses, most preferred first; the reference is always last."""
+    family_requirements: ClassVar[Mapping[str, Requirements]] = {}
+    """What a family needs on this platform beyond its own declarations (xpu: Intel's Triton)."""
+    kernel_tuning: ClassVar[Mapping[str, object]] = {}
+    """Per family, the settings its tunable kernels take (block sizes, warps, HIP waves per EU)."""
+    runtime_class: ClassVar[str] = "sglang.platforms.device_runtime:DeviceRuntime"
+    """Qualified name of the device runtime (synchronize, memory, caches, graph capture)."""
+    distributed_backend: ClassVar[str] = "gloo"
+    """The torch.distributed backend this platform's collectives run on."""
+
+    def __init__(self, kernel_families: Sequence[str] | None = None) -> None:
+        """`kernel_families` replaces the declared list, for conformance runs of one family
+        on another platform's tensors (the Triton interpreter on cpu)."""
+        if kernel_families is not None:
+            self.kernel_families = tuple(kernel_families)
 
     @classmethod
     @abstractmethod
@@ -82,22 +123,94 @@ class Platform(ABC):
     def device(self, index: int = 0) -> torch.device:
         return torch.device(self.device_type, index)
 
+    def device_capability(self) -> tuple[int, int] | None:
+        """The device's compute capability where kernels depend on it (CUDA's sm version)."""
+        return None
+
+    @cached_property
+    def runtime(self) -> DeviceRuntime:
+        return resolve(self.runtime_class)()
+
     def configure_host_threads(self, threads: int | None) -> int:
         """Sets torch's intra-op host threads (given, else torch's default); returns the count."""
         if threads:
             torch.set_num_threads(threads)
         return torch.get_num_threads()
 
-    def bind_ops(self, force_reference: bool | None = None) -> list[OpBinding]:
-        return ops.bind(self.native_ops, owner=self.name, force_reference=force_reference)
+    # Op selection -------------------------------------------------------------------------
+
+    def select_ops(
+        self,
+        facts: ModelFacts,
+        overrides: Mapping[str, str] | None = None,
+        force_reference: bool | None = None,
+        assume_missing: Sequence[str] = (),
+    ) -> OpTable:
+        """The op table for a model with `facts` on this platform, without binding anything.
+
+        On a machine without this device, packages are assumed importable unless named in
+        `assume_missing`, and the table is headed by the reason the device is unavailable.
+        """
+        availability = self.availability()
+        missing = set(assume_missing)
+
+        def present(package: str) -> bool:
+            if package in missing or package.split(".")[0] in missing:
+                return False
+            return package_importable(package) if availability.available else True
+
+        ctx = SelectionContext(
+            dtype=facts.dtype,
+            head_dim=facts.head_dim,
+            gqa_ratio=facts.gqa_ratio,
+            page_size=facts.page_size,
+            weight_format=facts.weight_format,
+            device_capability=self.device_capability() if availability.available else None,
+            package_present=present,
+        )
+        candidates = [c for name in self.kernel_families for c in self.family_candidates(name)]
+        forced = force_reference_requested() if force_reference is None else force_reference
+        header = "" if availability.available else f"not available here ({availability.reason}); as declared"
+        return select(self.name, candidates, self.kernel_families, ctx, overrides, forced, header)
+
+    def family_candidates(self, name: str) -> list[Candidate]:
+        """A family's candidates with this platform's extra requirements for that family."""
+        extra = self.family_requirements.get(name)
+        declared = family(name).candidates
+        return [c if extra is None else replace(c, requires=c.requires.merged(extra)) for c in declared]
+
+    def bind_ops(
+        self,
+        facts: ModelFacts,
+        overrides: Mapping[str, str] | None = None,
+        force_reference: bool | None = None,
+    ) -> OpTable:
+        """Selects and installs one implementation per op on `sglang.ops`; logs the table."""
+        table = self.select_ops(facts, overrides, force_reference)
+        ops.install(table, self.kernel_tuning)
+        note = " (every op forced to its reference)" if table.forced_reference else ""
+        logger.info("%s ops%s: %s", self.name, note, table.summary())
+        return table
+
+    # Device services ------------------------------------------------------------------------
+
+    def init_distributed(self, rank: int, world_size: int, init_method: str, timeout_s: float = 60.0) -> Communicator:
+        """Joins the process group on this platform's backend and returns its communicator."""
+        import torch.distributed as dist
+
+        dist.init_process_group(self.distributed_backend, init_method=init_method, rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=timeout_s))  # fmt: skip
+        return self.communicator()
 
     def communicator(self) -> Communicator:
         """The communicator for the current process group (single-process when none is set up)."""
         import torch.distributed as dist
 
         if dist.is_initialized() and dist.get_world_size() > 1:
-            return ops.TorchDistributedCommunicator()
+            return TorchDistributedCommunicator()
         return SingleProcessCommunicator()
+
+    # Checks -----------------------------------------------------------------------------------
 
     def check_dtype(self, dtype: torch.dtype) -> None:
         if dtype not in self.capabilities.dtypes:
@@ -111,3 +224,4 @@ class Platform(ABC):
 
     def describe(self) -> str:
         return f"{self.name} ({self.device_type})"
+

@@ -1,5 +1,6 @@
-"""From `ServerArgs` to a model on its platform: select and bind the platform, open the
-source, build the architecture, fill its weights (with a progress bar), move it to the device."""
+"""From `ServerArgs` to a model on its platform: select the platform, open the source, choose and
+bind one kernel per op for this model, build the architecture, fill its weights (with a progress
+bar), move it to the device."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from sglang.ops.selection import OpTable
 from sglang.platforms import Platform, select_platform
+from sglang.platforms.base import ModelFacts
 from sglang.runtime.loader import ModelSource, open_model_source
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models import model_class_for
@@ -27,6 +30,7 @@ class LoadedModel:
     source: ModelSource
     config: ModelConfig
     model: DecoderForCausalLM
+    op_table: OpTable
 
     @property
     def context_length(self) -> int:
@@ -36,17 +40,15 @@ class LoadedModel:
         return self.source.load_tokenizer()
 
 
-def select_and_bind(args: ServerArgs) -> Platform:
+def select(args: ServerArgs) -> Platform:
     platform = select_platform(args.device)
-    platform.bind_ops(force_reference=True if args.reference_ops else None)
     platform.configure_host_threads(args.cpu_threads)
     platform.check_page_size(args.page_size)
     return platform
 
 
-def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedModel:
-    platform = platform or select_and_bind(args)
-    started = time.perf_counter()
+def open_source(args: ServerArgs, platform: Platform) -> tuple[ModelSource, ModelConfig]:
+    """The model's source and config, without reading weights."""
     source = open_model_source(
         args.model_path,
         args.dtype,
@@ -54,7 +56,26 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
         supported_dtypes=platform.capabilities.dtypes,
     )
     platform.check_dtype(source.dtype)
-    config = ModelConfig.from_dict(source.config)
+    return source, ModelConfig.from_dict(source.config)
+
+
+def model_facts(args: ServerArgs, source: ModelSource, config: ModelConfig) -> ModelFacts:
+    return ModelFacts(
+        dtype=source.dtype,
+        head_dim=config.head_dim,
+        num_heads=config.num_heads,
+        num_kv_heads=config.num_kv_heads,
+        page_size=args.page_size,
+    )
+
+
+def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedModel:
+    platform = platform or select(args)
+    started = time.perf_counter()
+    source, config = open_source(args, platform)
+    op_table = platform.bind_ops(
+        model_facts(args, source, config), args.op_overrides(), force_reference=True if args.reference_ops else None
+    )
     model = model_class_for(config)(config, source.dtype)
     weights = tqdm(source.weights(), total=source.num_tensors, desc="Loading weights", unit="tensor", leave=False)
     with torch.inference_mode():
@@ -68,4 +89,4 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
         platform.describe(),
         time.perf_counter() - started,
     )
-    return LoadedModel(platform=platform, source=source, config=config, model=model)
+    return LoadedModel(platform=platform, source=source, config=config, model=model, op_table=op_table)

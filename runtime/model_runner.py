@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from sglang import ops
-from sglang.ops.attention import AttentionInputs
+from sglang.ops.attention import AttentionBackend, AttentionInputs
 from sglang.platforms.base import Platform
 from sglang.runtime.forward_context import ForwardContext
 from sglang.runtime.models.decoder import DecoderForCausalLM
@@ -31,29 +31,34 @@ class StepInputs:
     logit_rows: torch.Tensor
 
 
-def kv_bytes_per_token(model: DecoderForCausalLM) -> int:
+def attention_backend_for(model: DecoderForCausalLM, platform: Platform) -> AttentionBackend:
+    """The bound attention backend, built for `model` on `platform`'s device."""
     config = model.config
-    element = torch.empty((), dtype=model.dtype).element_size()
-    return 2 * config.num_layers * config.num_kv_heads * config.head_dim * element
+    return ops.attention_backend(config.num_heads, config.num_kv_heads, config.head_dim, model.dtype, platform.device())
+
+
+def kv_bytes_per_token(model: DecoderForCausalLM, backend: AttentionBackend) -> int:
+    """Bytes one token's K/V take across every layer, in the backend's layout."""
+    return model.config.num_layers * backend.kv_bytes_per_token()
 
 
 class ModelRunner:
-    def __init__(self, model: DecoderForCausalLM, platform: Platform, num_slots: int) -> None:
+    def __init__(
+        self, model: DecoderForCausalLM, platform: Platform, num_slots: int, backend: AttentionBackend | None = None
+    ) -> None:
         config = model.config
         self.model = model
         self.platform = platform
         self.device = platform.device()
         self.num_slots = num_slots
-        self.attn_backend = ops.attention_backend(
-            config.num_heads, config.num_kv_heads, config.head_dim, model.dtype, self.device
-        )
+        self.attn_backend = backend or attention_backend_for(model, platform)
         shape = self.attn_backend.kv_buffer_shape(num_slots)
         self.kv_buffers = [torch.zeros(shape, dtype=model.dtype, device=self.device) for _ in range(config.num_layers)]
         logger.info(
             "KV cache: %d slots x %d layers, %.1f MiB",
             num_slots,
             config.num_layers,
-            num_slots * kv_bytes_per_token(model) / 2**20,
+            num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
         )
 
     @torch.inference_mode()

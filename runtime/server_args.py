@@ -41,6 +41,11 @@ class ServerArgs:
     disable_radix_cache: bool = _opt(False, "Turn the prefix cache off (every prompt is prefilled in full).")
     cpu_threads: int | None = _opt(None, "torch intra-op threads on the cpu platform (default: torch's choice).")
     reference_ops: bool = _opt(False, "Force every op to its reference implementation (debugging, conformance).")
+    op_backend: str | None = _opt(
+        None,
+        "Kernel family per op, OP=FAMILY[,OP=FAMILY...] (e.g. attention_backend=triton); startup fails with the "
+        "reason if that family cannot serve the op. `sglang ops` lists the ops and candidates.",
+    )
     context_length: int | None = _opt(None, "Longest prompt + output accepted; default: the model's.")
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
     log_requests: bool = _opt(False, "Log one line per finished request.")
@@ -55,6 +60,16 @@ class ServerArgs:
             raise ValueError(f"mem_fraction_static must lie in (0, 1), got {self.mem_fraction_static}")
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ValueError(f"schedule_policy must be lpm or fcfs, got {self.schedule_policy!r}")
+
+    def op_overrides(self) -> dict[str, str]:
+        """`--op-backend` as {op: family}."""
+        overrides = {}
+        for item in filter(None, (part.strip() for part in (self.op_backend or "").split(","))):
+            op, sep, family = item.partition("=")
+            if not sep or not op.strip() or not family.strip():
+                raise ValueError(f"--op-backend takes OP=FAMILY pairs, got {item!r}")
+            overrides[op.strip()] = family.strip()
+        return overrides
 
     @classmethod
     def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:

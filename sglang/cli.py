@@ -1,4 +1,4 @@
-"""The `sglang` command line: `sglang serve` and `sglang generate`.
+"""The `sglang` command line: `sglang serve`, `sglang generate` and `sglang ops`.
 
 Every runtime flag comes from `ServerArgs`, so `sglang serve --help`, `sglang generate --help`
 and `python -m sglang.launch_server --help` list the same settings with the same defaults.
@@ -47,6 +47,17 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ops(args: argparse.Namespace) -> int:
+    import json
+
+    from sglang.runtime.op_report import op_table
+
+    assume_missing = [p.strip() for p in (args.assume_missing or "").split(",") if p.strip()]
+    table = op_table(_server_args(args), assume_missing)
+    print(json.dumps(table.as_dict(), indent=2) if args.json else table.render())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from sglang.runtime.server_args import ServerArgs
 
@@ -72,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--raw", action="store_true", help="Send the prompt as is, without the chat template.")
     ServerArgs.add_cli_args(generate)
     generate.set_defaults(run=_generate)
+    ops = commands.add_parser(
+        "ops", help="print the kernel chosen for every op on a device, and why the others lost",
+        description="Print the op table `sglang serve` would bind for this device, dtype and model (its config "
+        "only; no weights are loaded): the chosen kernel family and candidate of every op, and for each other "
+        "candidate why it lost. For a device this machine lacks, the table is the declared one, with vendor "
+        "packages assumed present unless --assume-missing names them.",
+    )  # fmt: skip
+    ops.add_argument("--assume-missing", help="Comma-separated packages to treat as not importable (e.g. triton).")
+    ops.add_argument("--json", action="store_true", help="Print the table as JSON.")
+    ServerArgs.add_cli_args(ops)
+    ops.set_defaults(run=_ops)
     return parser
 
 

@@ -4,7 +4,12 @@ Suites take their device from `device_params()` and nothing device-specific appe
 bodies. `SGLANG_TEST_DEVICE=<name>` narrows every suite to one device (ci/matrix.py runs one
 pytest per device and suite this way); unset, every known platform is a parameter. An unavailable
 device is skipped with its availability reason, and skips inside a test come only from declared
-capabilities (`require_dtype`, `require_page_size`), so a skip always says why.
+capabilities (`require_dtype`, `require_page_size`) or a candidate's declared requirements, so
+a skip always says why.
+
+`SGLANG_TEST_FAMILIES=triton[,...]` replaces the platform's kernel families for the run: the
+matrix uses it with `TRITON_INTERPRET=1` to run the Triton family on cpu tensors in Triton's
+interpreter (a column labelled as such, never as a GPU).
 
 Suite directories put `tests/` on `sys.path` in their conftest.py to import this module.
 """
@@ -18,11 +23,12 @@ from typing import Any
 import pytest
 import torch
 
-from sglang.ops.binding import REFERENCE_OPS, resolve
-from sglang.platforms.base import Availability, Platform, PlatformError
+from sglang.ops.selection import Candidate, OpChoice
+from sglang.platforms.base import Availability, ModelFacts, Platform, PlatformError
 from sglang.platforms.registry import known_platforms, platform_class
 
 TEST_DEVICE_ENV = "SGLANG_TEST_DEVICE"
+TEST_FAMILIES_ENV = "SGLANG_TEST_FAMILIES"
 
 ORACLE_DEVICE = torch.device("cpu")
 """Where references run when they serve as the oracle for another device."""
@@ -71,14 +77,44 @@ def static_params() -> list[Any]:
     return [pytest.param(name, id=name) for name in selected_devices()]
 
 
+def families_override() -> tuple[str, ...] | None:
+    value = os.environ.get(TEST_FAMILIES_ENV, "").strip()
+    return tuple(f.strip() for f in value.split(",") if f.strip()) or None
+
+
 def platform(name: str) -> Platform:
-    return platform_class(name)()
+    """The platform under test, with `$SGLANG_TEST_FAMILIES` as its kernel families when set."""
+    return platform_class(name)(kernel_families=families_override())
 
 
-def implementation(platform: Platform, op: str) -> tuple[Any, bool]:
-    """The object `platform` binds for `op` and whether it is native (not the reference)."""
-    native = op in platform.native_ops
-    return resolve(platform.native_ops[op] if native else REFERENCE_OPS[op]), native
+def candidates(platform: Platform, op: str) -> list[Candidate]:
+    """Every candidate the platform's families offer for `op`, in preference order, without the
+    reference (which is the oracle)."""
+    return [c for family in platform.kernel_families for c in platform.family_candidates(family) if c.op == op]
+
+
+def choice(platform: Platform, op: str, facts: ModelFacts) -> OpChoice:
+    """How `platform` selects `op` for a model with `facts` (force-reference off)."""
+    return platform.select_ops(facts, force_reference=False)[op]
+
+
+def require_eligible(platform: Platform, candidate: Candidate, facts: ModelFacts) -> None:
+    """Skips, with the candidate's own reason, when it cannot serve under `facts`."""
+    decided = choice(platform, candidate.op, facts)
+    if candidate not in decided.eligible():
+        reason = next(r.reason for r in decided.rejected if r.candidate == candidate)
+        pytest.skip(f"{candidate.family} {candidate.op}: {reason}")
+
+
+def triton_interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def require_trustworthy_dtype(candidate: Candidate, dtype: torch.dtype) -> None:
+    """Triton's interpreter computes bf16 wrongly (its arithmetic and stores), so interpreted
+    Triton kernels are checked in fp32 and fp16 only; bf16 is checked on a GPU."""
+    if candidate.family == "triton" and dtype == torch.bfloat16 and triton_interpreted():
+        pytest.skip("the Triton interpreter computes bf16 wrongly; bf16 is checked on a GPU only")
 
 
 def require_dtype(platform: Platform, dtype: torch.dtype) -> None:

@@ -2,8 +2,10 @@
 
 `frontend/`, `runtime/`, `ops/` and `sglang/` must not import a vendor package (statically, or
 dynamically by name) nor branch on a device name: device facts reach them only as the selected
-`Platform` and its capabilities. Only `platforms/<dev>/` touches vendor packages, lazily, so the
-registry and every platform module import on a machine that has none of them.
+`Platform` and its capabilities. Only `platforms/<dev>/` and the kernel families in
+`platforms/kernels/<family>/` touch vendor packages, lazily, so the registry, every platform
+module and every family's declaration import on a machine that has none of them. A kernel family
+never names a device: the platforms that list it do.
 """
 
 from __future__ import annotations
@@ -155,6 +157,18 @@ BAD = {
     "table": "BLOCK = {'cuda': 128, 'cpu': 32}[device]",
 }
 
+def test_kernel_families_never_name_a_device() -> None:
+    files = sorted((ROOT / "platforms" / "kernels").rglob("*.py"))
+    assert files, "the walk found no kernel family"
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {message}"
+        for path in files
+        for line, message in violations(path.read_text())
+        if not message.startswith(("imports", "uses"))
+    ]
+    assert not found, "device branches inside kernel families:\n" + "\n".join(found)
+
+
 GOOD = {
     "platform_object": "device = platform.device()\nif platform.capabilities.graph_capture:\n    pass",
     "docstring": '"""Runs on cuda, rocm or tpu: see platforms/."""',
@@ -182,15 +196,21 @@ for name in BLOCKED:
     sys.modules[name] = None  # how Python marks a package as absent: import raises, find_spec is None
 from sglang.platforms import registry
 import sglang.platforms
+from sglang.platforms.base import ModelFacts
+from sglang.platforms.kernels import registry as families
+import torch
 for info in pkgutil.iter_modules(sglang.platforms.__path__):
-    if info.ispkg:
+    if info.ispkg and info.name != "kernels":
         importlib.import_module(f"sglang.platforms.{{info.name}}")
         importlib.import_module(f"sglang.platforms.{{info.name}}.platform")
+for name in families.BUILTIN_FAMILIES:
+    families.family(name)
 for name in registry.BUILTIN_PLATFORMS:
     cls = registry.platform_class(name)
     state = cls.availability()
     assert state.available or state.reason, name
     cls().describe()
+    cls().select_ops(ModelFacts(dtype=cls.capabilities.default_dtype)).render()
     print(name, state.available, state.reason)
 leaked = sorted(n for n in BLOCKED if sys.modules.get(n) is not None)
 assert not leaked, leaked

@@ -1,51 +1,22 @@
-"""Device runtimes for accelerators that torch exposes as a device module (`torch.cuda`, ...).
+"""The CUDA (and HIP) device runtime: `torch.cuda` plus graph capture through `torch.cuda.CUDAGraph`.
 
-`torch.cuda`, `torch.xpu` and `torch.npu` (the last once `torch_npu` is imported) share the
-calls used here: `synchronize()`, `mem_get_info() -> (free, total)` and `empty_cache()`. The
-module is looked up when a method runs, never at import, so this file imports on any machine.
-ROCm builds of torch serve HIP devices through `torch.cuda`, so `CudaRuntime` serves rocm too.
+ROCm builds of torch serve HIP devices through `torch.cuda`, so rocm uses this runtime too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import ModuleType
-from typing import ClassVar
 
 import torch
 
-from sglang.ops.device import DeviceRuntime, MemoryInfo
+from sglang.platforms.device_runtime import TorchDeviceRuntime
 
 GRAPH_WARMUP_RUNS = 3
 """Eager runs before capture, on a side stream, as torch's CUDA-graph guide prescribes: lazy
 initialization (library handles, allocator pools) must not happen inside a capture."""
 
 
-class TorchDeviceRuntime(DeviceRuntime):
-    """Runtime over `torch.<module_name>`; subclasses name the module and add graph capture."""
-
-    module_name: ClassVar[str]
-
-    def device_module(self) -> ModuleType:
-        return getattr(torch, self.module_name)
-
-    def synchronize(self) -> None:
-        """Blocks until every queued kernel on the current device has finished."""
-        self.device_module().synchronize()
-
-    def memory_info(self) -> MemoryInfo:
-        """Device memory (not host memory): free as the driver reports it, across processes."""
-        free, total = self.device_module().mem_get_info()
-        return MemoryInfo(free_bytes=int(free), total_bytes=int(total))
-
-    def empty_cache(self) -> None:
-        """Returns the caching allocator's unused blocks to the driver."""
-        self.device_module().empty_cache()
-
-
 class CudaRuntime(TorchDeviceRuntime):
-    """CUDA (and HIP) runtime with graph capture through `torch.cuda.CUDAGraph`."""
-
     module_name = "cuda"
     supports_graphs = True
 

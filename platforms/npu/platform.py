@@ -1,7 +1,8 @@
 """The npu platform: Huawei Ascend NPUs through the `torch_npu` extension and HCCL.
 
 `torch_npu` claims torch's PrivateUse1 dispatch key under the name `npu` when imported, so it
-is imported before any `npu` device is named. Native fused ops come later.
+is imported before any `npu` device is named. Kernels: torch_native (torch_npu's fused ops
+come as their own family).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib.util
 import torch
 
 from sglang.platforms.base import Availability, Capabilities, Platform
-from sglang.platforms.cuda.platform import visible_devices_hint
+from sglang.platforms.device_runtime import visible_devices_hint
 
 
 class NpuPlatform(Platform):
@@ -20,18 +21,11 @@ class NpuPlatform(Platform):
     dispatch_key = "PrivateUse1"
     capabilities = Capabilities(
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
-        page_sizes=None,
-        graph_capture=False,
-        # Compiling for Ascend needs the separate torchair backend, not inductor.
-        torch_compile=False,
-        triton=False,
-        custom_all_reduce=False,
-        overlap_scheduling=True,
-        mixed_prefill_decode=True,
-        distributed_backend="hccl",
         default_dtype=torch.bfloat16,
     )
-    native_ops = {"device_runtime": "sglang.platforms.npu.runtime:NpuRuntime"}
+    kernel_families = ("torch_native",)
+    runtime_class = "sglang.platforms.npu.runtime:NpuRuntime"
+    distributed_backend = "hccl"
 
     @classmethod
     def availability(cls) -> Availability:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from sglang.platforms.cuda.runtime import TorchDeviceRuntime
+from sglang.platforms.device_runtime import TorchDeviceRuntime
 
 
 class NpuRuntime(TorchDeviceRuntime):

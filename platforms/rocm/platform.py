@@ -1,8 +1,9 @@
 """The rocm platform: AMD GPUs through a ROCm (HIP) build of torch.
 
 A HIP build serves its devices through torch's `cuda` device type and `torch.cuda` API, and
-RCCL through the `nccl` process-group backend, so those are the names declared here. Native
-kernels (aiter where importable, else the shared Triton kernels) come later.
+RCCL through the `nccl` process-group backend (`init_process_group("rccl")` would fail), so
+those are the names declared here. Kernels: the shared Triton family (with an AMD occupancy
+hint), then torch_native.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from sglang.platforms.base import Availability, Capabilities, Platform
-from sglang.platforms.cuda.platform import visible_devices_hint
+from sglang.platforms.device_runtime import visible_devices_hint
+from sglang.platforms.kernels.triton.tuning import TritonTuning
 
 
 class RocmPlatform(Platform):
@@ -19,19 +21,12 @@ class RocmPlatform(Platform):
     dispatch_key = "CUDA"
     capabilities = Capabilities(
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
-        page_sizes=None,
-        graph_capture=True,
-        torch_compile=True,
-        triton=True,
-        custom_all_reduce=False,
-        overlap_scheduling=True,
-        mixed_prefill_decode=True,
-        # torch registers RCCL under the name `nccl`; `init_process_group("rccl")` would fail.
-        distributed_backend="nccl",
         default_dtype=torch.bfloat16,
-        extra={"collective_library": "rccl"},
     )
-    native_ops = {"device_runtime": "sglang.platforms.cuda.runtime:CudaRuntime"}
+    kernel_families = ("triton", "torch_native")
+    kernel_tuning = {"triton": TritonTuning(num_warps=4, num_stages=2, waves_per_eu=2)}
+    runtime_class = "sglang.platforms.cuda.runtime:CudaRuntime"
+    distributed_backend = "nccl"
 
     @classmethod
     def availability(cls) -> Availability:

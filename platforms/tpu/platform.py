@@ -2,7 +2,8 @@
 
 torchax claims torch's PrivateUse1 dispatch key under the name `jax` when imported, so it is
 imported before any `jax` device is named. JAX buffers are immutable and donated under jit, so
-KV writes hand back a new buffer (`functional_kv`). Pallas kernels come later.
+KV writes hand back a new buffer, which callers always keep. Every op runs its reference until
+the jax family exists.
 """
 
 from __future__ import annotations
@@ -21,19 +22,10 @@ class TpuPlatform(Platform):
     capabilities = Capabilities(
         # TPUs compute bf16 natively; fp16 is not a TPU type.
         dtypes=frozenset({torch.float32, torch.bfloat16}),
-        page_sizes=None,
-        # jit compilation is the TPU's answer to graph capture; there is no capture-and-replay API.
-        graph_capture=False,
-        torch_compile=False,
-        triton=False,
-        custom_all_reduce=False,
-        overlap_scheduling=False,
-        mixed_prefill_decode=True,
-        functional_kv=True,
-        # Not a torch.distributed backend: collectives are XLA's, issued through JAX.
-        distributed_backend="xla",
         default_dtype=torch.bfloat16,
     )
+    # Collectives are XLA's, issued through JAX, not a torch.distributed backend.
+    distributed_backend = "xla"
 
     @classmethod
     def availability(cls) -> Availability:

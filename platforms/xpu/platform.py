@@ -1,15 +1,18 @@
 """The xpu platform: Intel GPUs through torch's built-in XPU backend.
 
-Native kernels (intel-extension-for-pytorch, Triton's XPU backend) come later; until then every
-compute op runs its torch reference on the GPU, and the device runtime is native.
+Kernels: the shared Triton family, which needs Intel's Triton build (the PyPI `triton` wheel
+ships only the nvidia and amd backends; Intel's build adds `triton.backends.intel`), then
+torch_native.
 """
 
 from __future__ import annotations
 
 import torch
 
+from sglang.ops.selection import Requirements
 from sglang.platforms.base import Availability, Capabilities, Platform
-from sglang.platforms.cuda.platform import visible_devices_hint
+from sglang.platforms.device_runtime import visible_devices_hint
+from sglang.platforms.kernels.triton.tuning import TritonTuning
 
 
 class XpuPlatform(Platform):
@@ -18,17 +21,13 @@ class XpuPlatform(Platform):
     dispatch_key = "XPU"
     capabilities = Capabilities(
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
-        page_sizes=None,
-        graph_capture=False,
-        torch_compile=True,
-        triton=True,
-        custom_all_reduce=False,
-        overlap_scheduling=True,
-        mixed_prefill_decode=True,
-        distributed_backend="xccl",
         default_dtype=torch.bfloat16,
     )
-    native_ops = {"device_runtime": "sglang.platforms.xpu.runtime:XpuRuntime"}
+    kernel_families = ("triton", "torch_native")
+    family_requirements = {"triton": Requirements(packages=("triton.backends.intel",))}
+    kernel_tuning = {"triton": TritonTuning(num_warps=8, num_stages=2)}
+    runtime_class = "sglang.platforms.xpu.runtime:XpuRuntime"
+    distributed_backend = "xccl"
 
     @classmethod
     def availability(cls) -> Availability:

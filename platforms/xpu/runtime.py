@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sglang.platforms.cuda.runtime import TorchDeviceRuntime
+from sglang.platforms.device_runtime import TorchDeviceRuntime
 
 
 class XpuRuntime(TorchDeviceRuntime):

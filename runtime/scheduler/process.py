@@ -14,12 +14,12 @@ from multiprocessing.connection import Connection
 
 import zmq
 
-from sglang import ops
+from sglang.ops.attention import AttentionBackend
 from sglang.runtime import ipc
 from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest, GenerateRequest, TokenBatch
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_loading import LoadedModel, load_model
-from sglang.runtime.model_runner import ModelRunner, kv_bytes_per_token
+from sglang.runtime.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
 from sglang.runtime.process_setup import init_child_process
 from sglang.runtime.scheduler import kv_concat
 from sglang.runtime.scheduler.grammar import GrammarBackend
@@ -47,6 +47,8 @@ class ReadyInfo:
     eos_token_ids: tuple[int, ...]
     bos_token: str | None
     eos_token: str | None
+    op_table: dict[str, object]
+    """The chosen kernel of every op and why each other candidate lost (`OpTable.as_dict`)."""
 
     def model_info(self) -> dict[str, object]:
         """SGLang's `/get_model_info` answer (`architecture` is ours, beside upstream's list)."""
@@ -65,11 +67,13 @@ class ReadyInfo:
         }
 
 
-def kv_pool_tokens(args: ServerArgs, loaded: LoadedModel) -> int:
+def kv_pool_tokens(args: ServerArgs, loaded: LoadedModel, backend: AttentionBackend) -> int:
+    """`--max-total-tokens`, else the share of the device's free memory (the platform's runtime:
+    GPU memory on a GPU) that the backend's KV layout fits."""
     if args.max_total_tokens is not None:
         return args.max_total_tokens
-    free = ops.device_runtime().memory_info().free_bytes
-    return int(free * args.mem_fraction_static) // kv_bytes_per_token(loaded.model)
+    free = loaded.platform.runtime.memory_info().free_bytes
+    return int(free * args.mem_fraction_static) // kv_bytes_per_token(loaded.model, backend)
 
 
 def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
@@ -79,9 +83,10 @@ def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
     eos = set(loaded.config.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
-    num_pages = kv_pool_tokens(args, loaded) // args.page_size + 1
+    backend = attention_backend_for(loaded.model, loaded.platform)
+    num_pages = kv_pool_tokens(args, loaded, backend) // args.page_size + 1
     allocator = PagedTokenAllocator(num_pages, args.page_size)
-    runner = ModelRunner(loaded.model, loaded.platform, allocator.num_slots)
+    runner = ModelRunner(loaded.model, loaded.platform, allocator.num_slots, backend)
     vocab = loaded.config.vocab_size
     grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
     scheduler = Scheduler(runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar)
@@ -99,6 +104,7 @@ def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
         eos_token_ids=tuple(sorted(eos)),
         bos_token=tokenizer.bos_token,
         eos_token=tokenizer.eos_token,
+        op_table=loaded.op_table.as_dict(),
     )
     return scheduler, info
 

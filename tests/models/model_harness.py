@@ -31,8 +31,10 @@ from transformers import (
 )
 
 from sglang import ops
-from sglang.ops.binding import REFERENCE_OPS, OpBinding
+from sglang.ops.binding import restore, snapshot
+from sglang.ops.selection import OpTable
 from sglang.platforms import Platform
+from sglang.platforms.base import ModelFacts
 from sglang.runtime.forward_context import ForwardContext
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models import model_class_for
@@ -242,20 +244,28 @@ class TargetSpec:
         return f"{self.platform}-reference" if self.force_reference else self.platform
 
 
-@dataclass(frozen=True)
+@dataclass
 class Target:
     spec: TargetSpec
     platform: Platform
     device: torch.device
-    bindings: tuple[OpBinding, ...]
+    table: OpTable | None = None
+    """What was bound for the model last loaded on this target (`load_model`)."""
+
+    def bind_for(self, config: ModelConfig, dtype: torch.dtype) -> OpTable:
+        """Selects and binds the platform's kernels for this model, as the server does."""
+        facts = ModelFacts(dtype=dtype, head_dim=config.head_dim, num_heads=config.num_heads,
+                           num_kv_heads=config.num_kv_heads)  # fmt: skip
+        self.table = self.platform.bind_ops(facts, force_reference=self.spec.force_reference)
+        return self.table
 
 
 def target_params() -> list[Any]:
     """The shared device parameters (unavailable devices skipped with their reason), each as a
     native target, plus cpu with every op forced to its reference implementation when cpu is
-    among the selected devices."""
+    among the selected devices and no family override narrows the run to one family."""
     params = [pytest.param(TargetSpec(p.values[0]), id=p.id, marks=p.marks) for p in conformance.device_params()]
-    if "cpu" in conformance.selected_devices():
+    if "cpu" in conformance.selected_devices() and conformance.families_override() is None:
         reference = TargetSpec("cpu", force_reference=True)
         params.append(pytest.param(reference, id=reference.id))
     return params
@@ -263,15 +273,13 @@ def target_params() -> list[Any]:
 
 @contextlib.contextmanager
 def bound_ops(spec: TargetSpec) -> Iterator[Target]:
-    """Binds `spec`'s ops into `sglang.ops` and restores the previous binding on exit."""
-    saved = {name: getattr(ops, name) for name in REFERENCE_OPS}
+    """A target for `spec` whose bindings (made by `load_model`) are undone on exit."""
+    saved = snapshot()
     platform = conformance.platform(spec.platform)
     try:
-        bindings = platform.bind_ops(force_reference=spec.force_reference)
-        yield Target(spec, platform, platform.device(), tuple(bindings))
+        yield Target(spec, platform, platform.device())
     finally:
-        for name, implementation in saved.items():
-            setattr(ops, name, implementation)
+        restore(saved)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +291,12 @@ Chunk = tuple[int, int, int]
 Schedule = list[list[Chunk]]
 
 
-def load_model(checkpoint: Checkpoint, dtype: torch.dtype, device: torch.device) -> DecoderForCausalLM:
+def load_model(checkpoint: Checkpoint, dtype: torch.dtype, target: Target | torch.device) -> DecoderForCausalLM:
+    """Builds the checkpoint's model on the target's device; for a `Target`, the platform's
+    kernels are first selected and bound for this model's shapes and dtype."""
+    if isinstance(target, Target):
+        target.bind_for(checkpoint.config, dtype)
+    device = target.device if isinstance(target, Target) else target
     model = model_class_for(checkpoint.config)(checkpoint.config, dtype)
     model.load_weights(checkpoint.weights.items())
     return model.to(device).eval()

@@ -1,7 +1,7 @@
 """Conformance of each platform's device runtime (part of the op parity suite).
 
-The runtime a platform binds must synchronize, report device memory consistently, release its
-cache, and either replay captured work or refuse capture, as its `graph_capture` capability says.
+The runtime a platform serves must synchronize, report device memory consistently, release its
+cache, and either replay captured work or refuse capture, as its `supports_graphs` says.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import torch
 @pytest.mark.parametrize("device_name", conformance.device_params())
 def test_runtime_basics(device_name: str) -> None:
     platform = conformance.platform(device_name)
-    runtime_cls, _ = conformance.implementation(platform, "device_runtime")
-    runtime = runtime_cls()
+    runtime = platform.runtime
     x = torch.ones(64, device=platform.device()) * 3
     runtime.synchronize()
     info = runtime.memory_info()
@@ -25,18 +24,16 @@ def test_runtime_basics(device_name: str) -> None:
 
 
 @pytest.mark.parametrize("device_name", conformance.device_params())
-def test_graph_capture_matches_capability(device_name: str) -> None:
+def test_graph_capture_matches_declaration(device_name: str) -> None:
     """Capture with static inputs, update them in place, and replay: the output follows."""
     platform = conformance.platform(device_name)
-    runtime_cls, _ = conformance.implementation(platform, "device_runtime")
-    runtime = runtime_cls()
-    assert runtime.supports_graphs == platform.capabilities.graph_capture
+    runtime = platform.runtime
     static_in = torch.arange(8.0, device=platform.device())
 
     def fn() -> torch.Tensor:
         return static_in * 2 + 1
 
-    if not platform.capabilities.graph_capture:
+    if not runtime.supports_graphs:
         with pytest.raises(NotImplementedError):
             runtime.capture_graph(fn)
         return

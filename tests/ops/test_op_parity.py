@@ -1,11 +1,11 @@
-"""Conformance suite 1, op parity: every op as a platform serves it vs the reference.
+"""Conformance suite 1, op parity: every eligible candidate of every op vs the reference.
 
-For each available device, each op the platform implements natively is compared with its
-reference on the oracle device (cpu), over every case in `op_cases.CASES`, in fp32 and bf16.
-Ops that fall back to the reference are compared too when the device is not the oracle's own:
-the same torch code on another device is still a different implementation. Unavailable devices
-are skipped with their reason (see `test_every_native_op_has_cases`); dtype and page-size skips
-come only from the platform's declared capabilities.
+For each available device, every candidate the platform's kernel families offer for an op (the
+bound one and every other that could serve) is compared with the op's reference on the oracle
+device (cpu), over every case in `op_cases.CASES`, in fp32, fp16 and bf16. On a device other
+than the oracle's, the reference itself runs too: the same torch code on another device is still
+a different implementation. Skips come only from declared capabilities (dtypes, page sizes) and
+candidates' declared requirements, with the reason.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import pytest
 import torch
 from op_cases import CASES, OpCase
 
-from sglang.ops.binding import REFERENCE_OPS, resolve
+from sglang.ops.binding import REFERENCE_OPS, load, resolve
+from sglang.ops.selection import Candidate, reference_candidate
+from sglang.platforms.base import ModelFacts
 
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 SEED_ENV = "SGLANG_TEST_SEED"
 """Added to every case's seed: set it to draw different inputs than the default run."""
-NON_NUMERIC_OPS = frozenset({"device_runtime"})
-"""Ops with no numeric output; `test_device_runtime.py` covers them."""
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -41,35 +41,41 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+def case_facts(case: OpCase, dtype: torch.dtype) -> ModelFacts:
+    heads, kv_heads, head_dim = case.attention_shape or (None, None, None)
+    return ModelFacts(dtype=dtype, head_dim=head_dim, num_heads=heads, num_kv_heads=kv_heads, page_size=case.page_size)
+
+
 def parity_params() -> list[Any]:
-    """(device, case) pairs worth running: natives everywhere, fallbacks off the oracle device."""
+    """(device, candidate, case) triples: every family candidate everywhere, and the reference
+    off the oracle device."""
     params = []
     for name in conformance.available_devices():
         platform = conformance.platform(name)
         on_oracle = platform.device_type == conformance.ORACLE_DEVICE.type
         for case in CASES:
-            if case.op in platform.native_ops or not on_oracle:
-                params.append(pytest.param(name, case, id=f"{name}-{case.id}"))
+            offered = conformance.candidates(platform, case.op)
+            if not on_oracle:
+                offered.append(reference_candidate(case.op))
+            params.extend(pytest.param(name, c, case, id=f"{name}-{c.family}-{case.id}") for c in offered)
     return params
 
 
-@pytest.mark.parametrize("device_name", conformance.device_params())
-def test_every_native_op_has_cases(device_name: str) -> None:
-    """A native op without a parity case would go unchecked; this makes adding one fail."""
-    platform = conformance.platform(device_name)
-    covered = {case.op for case in CASES} | NON_NUMERIC_OPS
-    assert set(REFERENCE_OPS) - covered == set(), "ops without parity cases"
-    assert set(platform.native_ops) <= covered
+def test_every_op_has_cases() -> None:
+    """An op without a parity case would go unchecked; this makes adding one fail."""
+    assert set(REFERENCE_OPS) - {case.op for case in CASES} == set(), "ops without parity cases"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize(("device_name", "case"), parity_params())
-def test_op_parity(device_name: str, case: OpCase, dtype: torch.dtype) -> None:
+@pytest.mark.parametrize(("device_name", "candidate", "case"), parity_params())
+def test_op_parity(device_name: str, candidate: Candidate, case: OpCase, dtype: torch.dtype) -> None:
     platform = conformance.platform(device_name)
     conformance.require_dtype(platform, dtype)
     if case.page_size is not None:
         conformance.require_page_size(platform, case.page_size)
-    impl, _ = conformance.implementation(platform, case.op)
+    conformance.require_eligible(platform, candidate, case_facts(case, dtype))
+    conformance.require_trustworthy_dtype(candidate, dtype)
+    impl = load(candidate, platform.kernel_tuning.get(candidate.family))
     reference = resolve(REFERENCE_OPS[case.op])
     seed = zlib.crc32(f"{case.id}-{dtype}".encode()) + int(os.environ.get(SEED_ENV, "0"))
     args = case.make(torch.Generator().manual_seed(seed), dtype)

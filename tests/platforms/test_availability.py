@@ -72,7 +72,7 @@ def test_cuda_build_is_not_rocm_and_back(monkeypatch) -> None:
     assert CudaPlatform.is_available() and reason(RocmPlatform) == "torch was built without HIP"
     monkeypatch.setattr(torch.version, "cuda", None)
     monkeypatch.setattr(torch.version, "hip", "6.3.42131")
-    assert RocmPlatform.is_available() and reason(CudaPlatform) == "torch was built without CUDA"
+    assert RocmPlatform.is_available() and reason(CudaPlatform) == "torch is a ROCm (HIP) build: use --device rocm"
 
 
 def test_xpu(monkeypatch) -> None:

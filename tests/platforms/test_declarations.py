@@ -1,9 +1,9 @@
 """Static conformance of every platform's declarations; needs no device (the "static" suite).
 
 This is what a device that is not present here can be checked for: identity, honest and frozen
-capabilities, an availability answer that never raises, and a native-op table whose entries
-exist and fit the op interface. Entries are imported where their modules import here (vendor
-imports inside them are lazy); one that needs an absent vendor package is skipped, saying so.
+capabilities, an availability answer that never raises, kernel families whose candidates exist
+and fit the op interface, and a device runtime. Candidates are imported where their modules
+import here; one that needs an absent vendor package (triton, say) is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ import torch
 
 from sglang.ops.attention import AttentionBackend
 from sglang.ops.binding import REFERENCE_OPS, resolve
-from sglang.ops.device import DeviceRuntime
+from sglang.ops.selection import Candidate
 from sglang.platforms.base import Availability, Capabilities, Platform
+from sglang.platforms.device_runtime import DeviceRuntime
 from sglang.platforms.registry import platform_class
-
-INTERFACES: dict[str, type] = {"attention_backend": AttentionBackend, "device_runtime": DeviceRuntime}
-"""The interface a native class must implement, for the ops whose reference is a class."""
 
 DEVICES = conformance.static_params()
 
@@ -42,7 +40,6 @@ def test_capabilities(name: str) -> None:
     assert caps.dtypes and all(d.is_floating_point for d in caps.dtypes)
     assert caps.default_dtype in caps.dtypes
     assert caps.page_sizes is None or (caps.page_sizes and all(p >= 1 for p in caps.page_sizes))
-    assert caps.distributed_backend
 
 
 @pytest.mark.parametrize("name", DEVICES)
@@ -55,37 +52,48 @@ def test_availability_never_raises_and_explains(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", DEVICES)
-def test_native_table_names_existing_ops_and_modules(name: str) -> None:
-    native_ops = platform_class(name).native_ops
-    assert set(native_ops) <= set(REFERENCE_OPS)
-    for op, qualname in native_ops.items():
-        module, _, attr = qualname.partition(":")
-        assert attr, f"{op}: {qualname!r} is not 'module:attribute'"
-        assert importlib.util.find_spec(module) is not None, f"{op}: module {module} does not exist"
+def test_families_exist_and_name_existing_ops_and_modules(name: str) -> None:
+    cls = platform_class(name)
+    assert len(set(cls.kernel_families)) == len(cls.kernel_families), "a family listed twice"
+    assert set(cls.family_requirements) <= set(cls.kernel_families)
+    assert set(cls.kernel_tuning) <= set(cls.kernel_families)
+    for candidate in candidates_of(cls()):
+        assert candidate.op in REFERENCE_OPS, f"{candidate.qualname}: unknown op {candidate.op}"
+        module, _, attr = candidate.qualname.partition(":")
+        assert attr, f"{candidate.op}: {candidate.qualname!r} is not 'module:attribute'"
+        assert importlib.util.find_spec(module) is not None, f"{candidate.op}: module {module} does not exist"
 
 
-def load_native(qualname: str):
+def candidates_of(platform: Platform) -> list[Candidate]:
+    return [c for family in platform.kernel_families for c in platform.family_candidates(family)]
+
+
+def load_candidate(candidate: Candidate):
     try:
-        return resolve(qualname)
+        return resolve(candidate.qualname)
     except ImportError as exc:
-        pytest.skip(f"{qualname} imports {exc.name}, absent here")
+        pytest.skip(f"{candidate.qualname} imports {exc.name}, absent here")
 
 
 @pytest.mark.parametrize("name", DEVICES)
-def test_natives_fit_the_op_interface(name: str) -> None:
-    """Natives take the reference's parameters, in order, so call sites can pass either."""
-    cls = platform_class(name)
-    for op, qualname in cls.native_ops.items():
-        native, reference = load_native(qualname), resolve(REFERENCE_OPS[op])
+def test_candidates_fit_the_op_interface(name: str) -> None:
+    """Candidates take the reference's parameters, in order, so call sites can pass either;
+    tunable ones also take the keyword `tuning`."""
+    for candidate in candidates_of(platform_class(name)()):
+        native, reference = load_candidate(candidate), resolve(REFERENCE_OPS[candidate.op])
+        parameters = inspect.signature(native).parameters
+        if candidate.tunable:
+            assert "tuning" in parameters, f"{candidate.qualname} is tunable but takes no `tuning`"
         if isinstance(reference, type):
-            assert isinstance(native, type) and issubclass(native, INTERFACES[op]), f"{op}: {native}"
+            assert isinstance(native, type) and issubclass(native, AttentionBackend), candidate.qualname
             continue
         expected = list(inspect.signature(reference).parameters)
-        assert list(inspect.signature(native).parameters)[: len(expected)] == expected, f"{op}: {qualname}"
+        assert list(parameters)[: len(expected)] == expected, candidate.qualname
 
 
 @pytest.mark.parametrize("name", DEVICES)
-def test_graph_capture_declared_iff_the_runtime_captures(name: str) -> None:
+def test_runtime_is_a_device_runtime(name: str) -> None:
     cls = platform_class(name)
-    runtime = load_native(cls.native_ops.get("device_runtime", REFERENCE_OPS["device_runtime"]))
-    assert runtime.supports_graphs == cls.capabilities.graph_capture
+    runtime = resolve(cls.runtime_class)
+    assert isinstance(runtime, type) and issubclass(runtime, DeviceRuntime)
+    assert cls.distributed_backend

@@ -13,8 +13,8 @@ import types
 import pytest
 import torch
 
-from sglang.ops.device import MemoryInfo
-from sglang.platforms.cuda.runtime import CudaRuntime, TorchDeviceRuntime
+from sglang.platforms.cuda.runtime import CudaRuntime
+from sglang.platforms.device_runtime import MemoryInfo, TorchDeviceRuntime
 from sglang.platforms.npu.runtime import NpuRuntime
 from sglang.platforms.xpu.runtime import XpuRuntime
 

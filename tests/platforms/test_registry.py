@@ -175,4 +175,4 @@ def test_page_size_checks() -> None:
 
 def test_capabilities_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        CpuPlatform.capabilities.graph_capture = True
+        CpuPlatform.capabilities.mixed_prefill_decode = False

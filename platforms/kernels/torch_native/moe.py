@@ -1,4 +1,4 @@
-"""CPU implementations of the ops where a different kernel pays on this hardware."""
+"""Sparse MoE experts: each expert runs only on the tokens routed to it."""
 
 from __future__ import annotations
 
@@ -6,18 +6,6 @@ import torch
 import torch.nn.functional as F
 
 from sglang.ops import activation
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """torch's fused RMSNorm, in float32 for accuracy like the reference."""
-    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
-
-
-def fused_add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    summed = x + residual
-    return rms_norm(summed, weight, eps), summed
 
 
 def moe_experts(
@@ -30,7 +18,8 @@ def moe_experts(
 ) -> torch.Tensor:
     """Runs each expert only on the tokens routed to it (sparse), accumulating in float32.
 
-    The host reads which experts are hit; the CPU gains nothing from static shapes here.
+    The host reads which experts are hit, so this suits eager devices: a graph-captured or jitted
+    step needs static shapes (the reference's dense form, or a grouped-GEMM kernel).
     """
     gated = getattr(activation, activation.GATED_ACTIVATIONS[activation_name])
     out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float32, device=x.device)

@@ -1,10 +1,10 @@
-"""CPU attention with torch's fused scaled-dot-product kernel.
+"""Paged attention with torch's fused scaled-dot-product kernel (SDPA).
 
 Decode rows (one new token) are batched: their cached K/V are gathered into a padded
 `[B, Hk, L, D]` block with a validity mask, and one SDPA call with grouped-query broadcasting
 (`enable_gqa`) serves them all. Extend rows (prefill, possibly after a cached prefix) run one
-SDPA call per sequence with a bottom-right causal mask. On this CPU, GQA broadcasting inside
-SDPA is ~3.5x faster than repeating K/V first (STACK-FACTS.md).
+SDPA call per sequence with a bottom-right causal mask. GQA broadcasting inside SDPA is several
+times faster on a CPU than repeating K/V first.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sglang.ops.attention import (
 
 
 @dataclass
-class CpuAttentionMetadata(AttentionMetadata):
+class SdpaAttentionMetadata(AttentionMetadata):
     decode_rows: torch.Tensor | None = None
     """Indices (into the batch) of decode sequences, batched together."""
     decode_q_index: torch.Tensor | None = None
@@ -38,11 +38,11 @@ class CpuAttentionMetadata(AttentionMetadata):
     extend_rows: tuple[int, ...] = ()
 
 
-class CpuSdpaAttention(AttentionBackend):
-    def plan(self, inputs: AttentionInputs) -> CpuAttentionMetadata:
+class SdpaAttention(AttentionBackend):
+    def plan(self, inputs: AttentionInputs) -> SdpaAttentionMetadata:
         decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
         extend = tuple(i for i, e in enumerate(inputs.extend_lens) if e > 1)
-        meta = CpuAttentionMetadata(inputs=inputs, new_slots=inputs.new_slots(), extend_rows=extend)
+        meta = SdpaAttentionMetadata(inputs=inputs, new_slots=inputs.new_slots(), extend_rows=extend)
         if decode:
             lens = torch.tensor([inputs.seq_lens[i] for i in decode])
             max_len = int(lens.max())
@@ -84,7 +84,7 @@ class CpuSdpaAttention(AttentionBackend):
             out[q_starts[i] : q_starts[i + 1]] = attended.transpose(0, 1)
         return out, kv_buffer
 
-    def _decode(self, q, kv_buffer, meta: CpuAttentionMetadata, layer) -> torch.Tensor:
+    def _decode(self, q, kv_buffer, meta: SdpaAttentionMetadata, layer) -> torch.Tensor:
         queries = q[meta.decode_q_index].unsqueeze(2)
         keys = kv_buffer[0][meta.decode_slots].transpose(1, 2)
         values = kv_buffer[1][meta.decode_slots].transpose(1, 2)

@@ -1,0 +1,62 @@
+"""Finding kernel families: built-in ones by qualified name, out-of-tree ones by entry point.
+
+A family module exposes `FAMILY`, a `KernelFamily` whose candidates all carry its name. The
+module only declares: it must import on any machine, so kernels (and their vendor packages) are
+imported only when a candidate is bound. Out-of-tree families register under the entry-point
+group `sglang.kernel_families` (`name = "package.module:FAMILY"`); a built-in name cannot be
+overridden.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+
+from sglang.ops.binding import resolve
+from sglang.ops.selection import Candidate
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "sglang.kernel_families"
+
+BUILTIN_FAMILIES: dict[str, str] = {
+    "torch_native": "sglang.platforms.kernels.torch_native.family:FAMILY",
+    "triton": "sglang.platforms.kernels.triton.family:FAMILY",
+}
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    name: str
+    description: str
+    candidates: tuple[Candidate, ...]
+
+    def __post_init__(self) -> None:
+        strays = [c.qualname for c in self.candidates if c.family != self.name]
+        if strays:
+            raise ValueError(f"family {self.name!r} declares candidates of another family: {strays}")
+
+
+@cache
+def known_families() -> dict[str, str]:
+    """Every family name and the qualified name of its `KernelFamily`."""
+    found = dict(BUILTIN_FAMILIES)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN_FAMILIES:
+            logger.warning("ignoring entry point %s: %r is a built-in kernel family", ep.value, ep.name)
+            continue
+        found[ep.name] = ep.value
+    return found
+
+
+@cache
+def family(name: str) -> KernelFamily:
+    known = known_families()
+    if name not in known:
+        raise KeyError(f"unknown kernel family {name!r} (known: {', '.join(known)})")
+    declared = resolve(known[name])
+    if not isinstance(declared, KernelFamily) or declared.name != name:
+        raise TypeError(f"{known[name]} is not the KernelFamily named {name!r}")
+    return declared

@@ -1,0 +1,1 @@
+"""The triton kernel family (see `family`); kernel modules import triton, this package does not."""

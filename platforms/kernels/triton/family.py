@@ -1,0 +1,35 @@
+"""The triton family: one kernel source for cuda, rocm and xpu (Intel's Triton build).
+
+Candidates take the platform's `TritonTuning` (`tunable`). Their modules import triton, so they
+load only when bound or tested; this declaration imports on any machine.
+"""
+
+import torch
+
+from sglang.ops.selection import Candidate, Requirements
+from sglang.platforms.kernels.registry import KernelFamily
+
+_HERE = "sglang.platforms.kernels.triton"
+_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
+_TRITON = Requirements(dtypes=_FLOATS, packages=("triton",))
+_ATTENTION = Requirements(dtypes=_FLOATS, packages=("triton",), head_dims=frozenset({32, 64, 80, 96, 128, 256}))
+
+
+def _candidate(op: str, qualname: str, requires: Requirements = _TRITON) -> Candidate:
+    return Candidate(op, "triton", f"{_HERE}.{qualname}", requires=requires, tunable=True)
+
+
+FAMILY = KernelFamily(
+    name="triton",
+    description="Triton kernels: paged decode/extend attention, KV store, norms, rotary, gated MLP, MoE",
+    candidates=(
+        _candidate("attention_backend", "attention:TritonAttention", _ATTENTION),
+        _candidate("store_kv", "kv_store:store_kv"),
+        _candidate("rms_norm", "norm:rms_norm"),
+        _candidate("fused_add_rms_norm", "norm:fused_add_rms_norm"),
+        _candidate("apply_rotary", "rotary:apply_rotary"),
+        _candidate("silu_and_mul", "activation:silu_and_mul"),
+        _candidate("gelu_and_mul", "activation:gelu_and_mul"),
+        _candidate("moe_experts", "moe:moe_experts"),
+    ),
+)
