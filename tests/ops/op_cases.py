@@ -38,6 +38,8 @@ class OpCase:
     call: Callable[[Any, tuple], Any] = _call
     check: Callable[[Any, Any, tuple, torch.dtype], None] = _check
     page_size: int | None = None
+    attention_shape: tuple[int, int, int] | None = None
+    """(query heads, KV heads, head dim) of attention cases: what candidates' requirements see."""
 
     @property
     def id(self) -> str:
@@ -165,6 +167,7 @@ def _attention(scenario: str, layer: str, page_size: int) -> OpCase:
         call=lambda backend_cls, args: pac.run(backend_cls, *args),
         check=_check_attention,
         page_size=page_size,
+        attention_shape=pac.LAYERS[layer][:3],
     )
 
 
