@@ -1,12 +1,16 @@
-"""The conformance matrix: every device x every suite, run where possible, reported honestly.
+"""The conformance matrix: every target x every suite, run where possible, reported honestly.
 
-    python ci/matrix.py                      # every known device, every suite
+    python ci/matrix.py                      # every known device and extra target, every suite
     python ci/matrix.py --devices cpu,cuda --suites op_parity
+    python ci/matrix.py --devices triton-interpreter     # the Triton family in its interpreter
     python ci/matrix.py --list               # the matrix and the pytest command of each cell
     python ci/matrix.py --json out.json -- -x   # also write results; args after -- go to pytest
 
-Each cell is one pytest run with `SGLANG_TEST_DEVICE=<device>`, which narrows the suite's
-device parametrization (tests/conformance.py) to that device. A cell reads:
+A row is a target: a known device, or an extra target that runs one kernel family somewhere it
+is not at home and says so (the Triton family in Triton's interpreter on cpu tensors is labelled
+as that, never as a GPU). Each cell is one pytest run with `SGLANG_TEST_DEVICE=<device>` (plus
+the target's environment), which narrows the suite's device parametrization
+(tests/conformance.py) to that device. A cell reads:
 
 - `pass`: tests parametrized with this device passed and none failed;
 - `FAIL`: a test failed or errored, or pytest itself failed;
@@ -56,6 +60,37 @@ SUITES: tuple[Suite, ...] = (
     Suite("e2e", ("tests/e2e",), True,
           "native API, OpenAI API and frontend programs against a server on the device"),
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row of the matrix."""
+
+    name: str
+    device: str
+    """The platform the tests are parametrized by (`SGLANG_TEST_DEVICE`)."""
+    env: tuple[tuple[str, str], ...] = ()
+    label: str = ""
+    """What the row really ran on, when that is not the device itself."""
+    suites: tuple[str, ...] | None = None
+    """The suites that apply (None: every suite)."""
+    requires: tuple[str, ...] = ()
+    """Packages the target needs on this machine."""
+
+    def applies(self, suite: Suite) -> bool:
+        return self.suites is None or suite.name in self.suites
+
+
+EXTRA_TARGETS: tuple[Target, ...] = (
+    Target(
+        "triton-interpreter",
+        device="cpu",
+        env=(("TRITON_INTERPRET", "1"), ("SGLANG_TEST_FAMILIES", "triton")),
+        label="Triton family in Triton's interpreter on cpu tensors (not a GPU)",
+        suites=("op_parity", "model_parity"),
+        requires=("triton",),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -124,13 +159,13 @@ def pytest_command(suite: Suite, junit_path: str | None, extra: Sequence[str]) -
     return [*command, f"--junitxml={junit_path}"] if junit_path else command
 
 
-def run_suite(device: str, suite: Suite, extra: Sequence[str] = (), timeout: float = 3600) -> Outcome:
+def run_suite(target: Target, suite: Suite, extra: Sequence[str] = (), timeout: float = 3600) -> Outcome:
     missing = [p for p in suite.paths if not (ROOT / p).exists()]
     if missing:
         return Outcome("no tests", f"{', '.join(missing)} missing")
     with tempfile.TemporaryDirectory() as tmp:
         junit = os.path.join(tmp, "junit.xml")
-        env = {**os.environ, DEVICE_ENV: device}
+        env = {**os.environ, DEVICE_ENV: target.device, **dict(target.env)}
         try:
             proc = subprocess.run(pytest_command(suite, junit, extra), cwd=ROOT, env=env, timeout=timeout,
                                   capture_output=True, text=True)  # fmt: skip
@@ -139,41 +174,61 @@ def run_suite(device: str, suite: Suite, extra: Sequence[str] = (), timeout: flo
         if not os.path.exists(junit):
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
             return Outcome("FAIL", f"pytest exited {proc.returncode} without a report: {tail[0]}")
-        return judge(tally(Path(junit).read_text(), device), proc.returncode)
+        return judge(tally(Path(junit).read_text(), target.device), proc.returncode)
 
 
-def device_availability(devices: Sequence[str]) -> dict[str, tuple[bool, str]]:
+def known_targets() -> dict[str, Target]:
+    """Every known device as its own target, then the extra targets."""
+    from sglang.platforms.registry import known_platforms
+
+    return {**{name: Target(name, device=name) for name in known_platforms()}, **{t.name: t for t in EXTRA_TARGETS}}
+
+
+def target_availability(targets: Sequence[Target]) -> dict[str, tuple[bool, str]]:
+    import importlib.util
+
     from sglang.platforms.registry import platform_class
 
-    states = {name: platform_class(name).availability() for name in devices}
-    return {name: (s.available, s.reason) for name, s in states.items()}
+    states = {}
+    for target in targets:
+        state = platform_class(target.device).availability()
+        missing = [p for p in target.requires if importlib.util.find_spec(p) is None]
+        if state.available and missing:
+            states[target.name] = (False, f"{', '.join(missing)} not installed")
+        else:
+            states[target.name] = (state.available, state.reason)
+    return states
 
 
 def run_matrix(
-    devices: Sequence[str],
+    targets: Sequence[Target],
     suites: Sequence[Suite],
     availability: dict[str, tuple[bool, str]],
-    run: Callable[[str, Suite], Outcome],
+    run: Callable[[Target, Suite], Outcome],
 ) -> dict[tuple[str, str], Outcome]:
-    """Runs each cell the machine can run; the others are `not run here` with the device's reason."""
+    """Runs each cell the machine can run; the others are `not run here` with the reason, or
+    `n/a` where the suite does not apply to the target."""
     results = {}
-    for device in devices:
-        available, reason = availability[device]
+    for target in targets:
+        available, reason = availability[target.name]
         for suite in suites:
-            if suite.needs_device and not available:
-                results[device, suite.name] = Outcome("not run here", reason)
+            if not target.applies(suite):
+                results[target.name, suite.name] = Outcome("n/a")
+            elif suite.needs_device and not available:
+                results[target.name, suite.name] = Outcome("not run here", reason)
             else:
-                print(f"[matrix] {device} x {suite.name} ...", file=sys.stderr, flush=True)
-                results[device, suite.name] = run(device, suite)
+                print(f"[matrix] {target.name} x {suite.name} ...", file=sys.stderr, flush=True)
+                results[target.name, suite.name] = run(target, suite)
     return results
 
 
-def render(devices: Sequence[str], suites: Sequence[Suite], results: dict[tuple[str, str], Outcome]) -> str:
-    header = ["device", *(s.name for s in suites)]
-    rows = [[d, *(results[d, s.name].cell() for s in suites)] for d in devices]
+def render(targets: Sequence[Target], suites: Sequence[Suite], results: dict[tuple[str, str], Outcome]) -> str:
+    header = ["target", *(s.name for s in suites)]
+    rows = [[t.name, *(results[t.name, s.name].cell() for s in suites)] for t in targets]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
     lines.insert(1, "-+-".join("-" * w for w in widths))
+    lines += [f"{t.name}: {t.label}" for t in targets if t.label]
     return "\n".join(lines)
 
 
@@ -182,33 +237,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--devices", help="comma-separated; default: every known platform")
+    parser.add_argument("--devices", help="comma-separated targets; default: every known platform and extra target")
     parser.add_argument("--suites", help=f"comma-separated from {', '.join(s.name for s in SUITES)}")
     parser.add_argument("--list", action="store_true", help="print the matrix and commands, run nothing")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per cell")
     args = parser.parse_args(argv)
 
-    from sglang.platforms.registry import known_platforms
-
-    known = list(known_platforms())
-    devices = args.devices.split(",") if args.devices else known
+    known = known_targets()
+    names = args.devices.split(",") if args.devices else list(known)
     by_name = {s.name: s for s in SUITES}
     suites = [by_name[n] for n in args.suites.split(",")] if args.suites else list(SUITES)
-    unknown = [d for d in devices if d not in known]
+    unknown = [d for d in names if d not in known]
     if unknown:
-        parser.error(f"unknown device(s) {', '.join(unknown)} (known: {', '.join(known)})")
+        parser.error(f"unknown target(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    targets = [known[name] for name in names]
     if args.list:
         for suite in suites:
             command = " ".join(pytest_command(suite, None, extra))
             print(f"{suite.name}: {suite.description}\n    {DEVICE_ENV}=<device> {command}")
+        for target in EXTRA_TARGETS:
+            env = " ".join(f"{k}={v}" for k, v in target.env)
+            print(f"{target.name}: {target.label}\n    {DEVICE_ENV}={target.device} {env} (suites: {target.suites})")
         return 0
 
-    availability = device_availability(devices)
-    results = run_matrix(devices, suites, availability, lambda d, s: run_suite(d, s, extra, args.timeout))
-    print(render(devices, suites, results))
+    availability = target_availability(targets)
+    results = run_matrix(targets, suites, availability, lambda t, s: run_suite(t, s, extra, args.timeout))
+    print(render(targets, suites, results))
     if args.json:
-        cells = [{"device": d, "suite": s, **asdict(o)} for (d, s), o in results.items()]
+        labels = {t.name: t.label for t in targets}
+        cells = [{"target": t, "label": labels[t], "suite": s, **asdict(o)} for (t, s), o in results.items()]
         args.json.write_text(json.dumps(cells, indent=2))
     return int(any(o.failed for o in results.values()))
 

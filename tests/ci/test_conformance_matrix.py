@@ -73,13 +73,27 @@ def test_unavailable_devices_are_not_run_except_static_checks() -> None:
         return matrix.Outcome("pass", "1 passed")
 
     availability = {"cpu": (True, ""), "npu": (False, "torch_npu is not installed")}
-    results = matrix.run_matrix(["cpu", "npu"], matrix.SUITES, availability, runner)
+    targets = [matrix.Target("cpu", "cpu"), matrix.Target("npu", "npu")]
+    results = matrix.run_matrix(targets, matrix.SUITES, availability, lambda t, s: runner(t.device, s))
     assert ("npu", "static") in ran and ("cpu", "op_parity") in ran
     assert not any(device == "npu" and suite != "static" for device, suite in ran)
     assert results["npu", "op_parity"] == matrix.Outcome("not run here", "torch_npu is not installed")
-    table = matrix.render(["cpu", "npu"], matrix.SUITES, results)
+    table = matrix.render(targets, matrix.SUITES, results)
     assert "not run here (torch_npu is not installed)" in table
-    assert table.splitlines()[0].split(" | ")[0].strip() == "device"
+    assert table.splitlines()[0].split(" | ")[0].strip() == "target"
+
+
+def test_the_interpreter_target_is_labelled_and_runs_only_its_suites() -> None:
+    interpreter = matrix.known_targets()["triton-interpreter"]
+    assert interpreter.device == "cpu" and ("TRITON_INTERPRET", "1") in interpreter.env
+    assert "interpreter" in interpreter.label and "not a GPU" in interpreter.label
+    seen = []
+    results = matrix.run_matrix([interpreter], matrix.SUITES, {interpreter.name: (True, "")},
+                                lambda t, s: seen.append(s.name) or matrix.Outcome("pass", "1 passed"))  # fmt: skip
+    assert seen == ["op_parity", "model_parity"]
+    assert results["triton-interpreter", "e2e"].status == "n/a"
+    table = matrix.render([interpreter], matrix.SUITES, results)
+    assert table.splitlines()[-1] == f"triton-interpreter: {interpreter.label}"
 
 
 def test_real_run_of_an_unavailable_device(tmp_path: Path) -> None:
