@@ -3,7 +3,10 @@
 For each request it keeps the output ids and turns them into the whole text so far. While a
 request runs, text that could still grow into a stop string, or that ends inside a multi-byte
 character, is held back, so streamed text never has to be taken back; once the request finishes
-on a stop string, the text is cut where the stop string begins (unless `no_stop_trim`).
+on a stop string, the text is cut where the stop string begins (unless `no_stop_trim`). A
+`stop_regex` likewise: the last as many characters as its longest match are held back (none for
+an unbounded pattern, whose match may then have been streamed before the cut), and the text is
+cut where the pattern matched.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import zmq
 from sglang.runtime import ipc
 from sglang.runtime.io_struct import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
 from sglang.runtime.process_setup import init_child_process
+from sglang.runtime.stop_regex import first_match, longest_reach
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +32,14 @@ class _Stream:
     ids: list[int] = field(default_factory=list)
 
 
-def held_back(text: str, stops: tuple[str, ...]) -> str:
-    """`text` less any ending that is an incomplete character or a proper prefix of a stop string."""
+def held_back(text: str, stops: tuple[str, ...], regexes: tuple[str, ...] = ()) -> str:
+    """`text` less any ending that is an incomplete character, a proper prefix of a stop string,
+    or short enough to be the start of a stop_regex match."""
     if text.endswith("\ufffd"):
         text = text.rstrip("\ufffd")
+    reach = longest_reach(regexes) or 0
+    if reach:
+        text = text[: max(len(text) - reach, 0)]
     for k in range(min(len(text), max((len(s) for s in stops), default=0)), 0, -1):
         if any(s.startswith(text[-k:]) for s in stops):
             return text[:-k]
@@ -49,9 +57,12 @@ def text_ids(ids: list[int], finish_reason: dict[str, Any] | None, spec: DecodeS
 
 def trimmed(text: str, finish_reason: dict[str, Any] | None, spec: DecodeSpec) -> str:
     matched = (finish_reason or {}).get("matched")
-    if spec.trim_stop and isinstance(matched, str) and matched in text:
-        return text[: text.index(matched)]
-    return text
+    if not spec.trim_stop or not isinstance(matched, str):
+        return text
+    if matched in spec.stop_regexes and matched not in spec.stop_strings:
+        found = first_match((matched,), text)
+        return text if found is None else text[: found[1].start()]
+    return text[: text.index(matched)] if matched in text else text
 
 
 class Detokenizer:
@@ -75,7 +86,7 @@ class Detokenizer:
             spaces_between_special_tokens=spec.spaces_between_special_tokens,
         )
         if update.finish_reason is None:
-            text = held_back(text, spec.stop_strings)
+            text = held_back(text, spec.stop_strings, spec.stop_regexes)
         else:
             text = trimmed(text, update.finish_reason, spec)
             del self.streams[update.rid]

@@ -23,6 +23,8 @@ class LogprobRequest:
     """First prompt position whose logprob is returned; -1 means output tokens only."""
     top_logprobs_num: int = 0
     token_ids_logprob: tuple[int, ...] = ()
+    return_entropy: bool = False
+    """Not a logprob, but computed from the same distribution."""
 
 
 @dataclass
@@ -68,6 +70,7 @@ class DecodeSpec:
     spaces_between_special_tokens: bool
     stop_strings: tuple[str, ...]
     trim_stop: bool
+    stop_regexes: tuple[str, ...] = ()
 
 
 @dataclass

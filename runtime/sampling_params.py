@@ -1,9 +1,15 @@
 """A request's sampling parameters: SGLang's fields and defaults, parsing and validation.
 
+This dataclass is the one typed definition of the sampling fields: the OpenAI routes derive
+their SGLang extras from it. It has every field of upstream SGLang's `SamplingParams` API; those
+whose feature this server lacks (`beam_width` > 1, `structural_tag`, `watermark`) are accepted
+at their default and refused by `validate` otherwise, naming the feature.
+
 `from_dict` is the boundary for untrusted input (the HTTP `sampling_params` object): it rejects
-unknown fields and wrong types. `validate` checks ranges against the model's vocabulary.
-`normalize` turns a valid instance into the canonical form the sampler consumes. Every error is
-a `SamplingParamsError` naming the offending field, so the server can report it as such.
+unknown fields and wrong types; `null` means the default, as upstream, for a field that has no
+meaning for null. `validate` checks ranges against the model's vocabulary. `normalize` turns a
+valid instance into the canonical form the sampler consumes. Every error is a
+`SamplingParamsError` naming the offending field, so the server can report it as such.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -21,6 +28,9 @@ from typing import Any
 TOP_K_ALL = 1 << 30
 # Temperatures below this are greedy; dividing logits by them would overflow.
 _GREEDY_EPS = 1e-6
+# As upstream: bounds that keep the per-token stop_regex check cheap.
+MAX_STOP_REGEX_COUNT = 32
+MAX_STOP_REGEX_BYTES = 256
 
 
 class SamplingParamsError(ValueError):
@@ -33,7 +43,10 @@ class SamplingParamsError(ValueError):
 @dataclass
 class SamplingParams:
     """Defaults are SGLang's. `max_new_tokens=None` means up to the context length; `top_k=-1`
-    disables top-k; `logit_bias` maps token ids (as strings, as in JSON) to additive biases."""
+    disables top-k; `logit_bias` maps token ids (as strings, as in JSON) to additive biases.
+    `seed` is ours, `sampling_seed` upstream's name for it. `stream_interval`: a streaming
+    request gets an update every that many tokens. `custom_params` is carried for a custom logit
+    processor, as upstream (none is configurable here, so it changes nothing)."""
 
     max_new_tokens: int | None = 128
     min_new_tokens: int = 0
@@ -46,9 +59,11 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
+    stop_regex: str | list[str] | None = None
     ignore_eos: bool = False
     n: int = 1
     seed: int | None = None
+    sampling_seed: int | None = None
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     logit_bias: dict[str, float] | None = None
@@ -56,6 +71,11 @@ class SamplingParams:
     regex: str | None = None
     ebnf: str | None = None
     no_stop_trim: bool = False
+    stream_interval: int | None = None
+    custom_params: dict[str, Any] | None = None
+    beam_width: int | None = None
+    structural_tag: str | None = None
+    watermark: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> SamplingParams:
@@ -64,6 +84,8 @@ class SamplingParams:
         for name, value in (d or {}).items():
             if name not in _FIELD_TYPES:
                 raise SamplingParamsError(name, "unknown sampling parameter")
+            if value is None and not _accepts_none(_FIELD_TYPES[name]):
+                continue
             coerced = _coerce(value, _FIELD_TYPES[name])
             if coerced is _MISMATCH:
                 expected = _type_name(_FIELD_TYPES[name])
@@ -100,6 +122,12 @@ class SamplingParams:
             )
         if self.n < 1:
             raise SamplingParamsError("n", f"must be at least 1, got {self.n}")
+        if self.stream_interval is not None and self.stream_interval < 1:
+            raise SamplingParamsError("stream_interval", f"must be at least 1, got {self.stream_interval}")
+        if self.seed is not None and self.sampling_seed is not None and self.seed != self.sampling_seed:
+            raise SamplingParamsError("sampling_seed", "differs from seed; give one of them")
+        self._validate_missing_features()
+        self._validate_stop_regex()
         for token_id in self.stop_token_ids or []:
             if not 0 <= token_id < vocab_size:
                 raise SamplingParamsError("stop_token_ids", f"{token_id} is not a token id (vocab {vocab_size})")
@@ -116,9 +144,32 @@ class SamplingParams:
             self,
             stop=stop,
             stop_token_ids=list(self.stop_token_ids or []),
+            stop_regex=[self.stop_regex] if isinstance(self.stop_regex, str) else list(self.stop_regex or []),
+            seed=self.seed if self.seed is not None else self.sampling_seed,
+            sampling_seed=None,
             temperature=0.0 if greedy else self.temperature,
             top_k=1 if greedy else TOP_K_ALL if self.top_k == -1 else self.top_k,
         )
+
+    def _validate_missing_features(self) -> None:
+        if self.beam_width is not None and self.beam_width != 1:
+            raise SamplingParamsError("beam_width", "beam search is not supported by this server")
+        if self.structural_tag is not None:
+            raise SamplingParamsError("structural_tag", "structural tags are not supported by this server")
+        if self.watermark is not None:
+            raise SamplingParamsError("watermark", "watermarking is not supported by this server")
+
+    def _validate_stop_regex(self) -> None:
+        patterns = [self.stop_regex] if isinstance(self.stop_regex, str) else self.stop_regex or []
+        if len(patterns) > MAX_STOP_REGEX_COUNT:
+            raise SamplingParamsError("stop_regex", f"at most {MAX_STOP_REGEX_COUNT} patterns, got {len(patterns)}")
+        for pattern in patterns:
+            if len(pattern.encode()) > MAX_STOP_REGEX_BYTES:
+                raise SamplingParamsError("stop_regex", f"a pattern is over {MAX_STOP_REGEX_BYTES} bytes")
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise SamplingParamsError("stop_regex", f"invalid pattern {pattern!r}: {e}") from None
 
     def _validate_logit_bias(self, vocab_size: int) -> None:
         for key, bias in (self.logit_bias or {}).items():
@@ -146,8 +197,15 @@ _FIELD_TYPES = typing.get_type_hints(SamplingParams)
 _MISMATCH = object()
 
 
+def _accepts_none(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
 def _coerce(value: Any, hint: Any) -> Any:
-    """`value` as an instance of the type hint `hint` (ints widen to float), or `_MISMATCH`."""
+    """`value` as an instance of the type hint `hint` (ints widen to float), or `_MISMATCH`.
+    `Any` takes any JSON value."""
+    if hint is Any:
+        return value
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         for arm in typing.get_args(hint):

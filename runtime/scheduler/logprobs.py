@@ -36,7 +36,13 @@ def record_input(req: Req, positions: list[int], logprobs: torch.Tensor) -> None
 
 
 def record_output(req: Req, token: int, row: torch.Tensor) -> None:
+    """`row`: the log-softmax the token was sampled from (after penalties, bias and grammar)."""
     log, want = req.log, req.logprobs
+    if want.return_entropy:
+        finite = row.isfinite()  # masked tokens (-inf) have probability 0 and add nothing
+        log.output_entropy.append(float(-(row[finite].exp() * row[finite]).sum()))
+    if not want.return_logprob:
+        return
     log.output_token.append((float(row[token]), token))
     if want.top_logprobs_num:
         log.output_top.append(_top(row, want.top_logprobs_num))
@@ -67,12 +73,16 @@ def meta_info(req: Req) -> dict:
         "finish_reason": req.finish_reason,
         **latencies(req),
     }
+    if req.logprobs.return_entropy:
+        meta["output_token_entropy"] = req.log.output_entropy
     if req.logprobs.return_logprob:
         log = req.log
         scored = [lp for lp, _ in log.input_token if lp is not None]
         meta.update(
             input_token_logprobs=log.input_token,
             output_token_logprobs=log.output_token,
+            # What upstream's streaming clients read to find the new tokens of an update.
+            output_token_logprobs_length=len(log.output_token),
             input_top_logprobs=log.input_top,
             output_top_logprobs=log.output_top,
             input_token_ids_logprobs=log.input_ids_logprob,

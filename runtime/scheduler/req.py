@@ -17,6 +17,7 @@ import torch
 
 from sglang.runtime.io_struct import DecodeSpec, GenerateRequest
 from sglang.runtime.radix_cache import MatchResult
+from sglang.runtime.stop_regex import first_match, longest_reach
 
 
 @dataclass
@@ -29,6 +30,7 @@ class LogprobLog:
     output_token: list[tuple[float, int]] = field(default_factory=list)
     output_top: list[list[tuple[float, int]]] = field(default_factory=list)
     output_ids_logprob: list[list[tuple[float, int]]] = field(default_factory=list)
+    output_entropy: list[float] = field(default_factory=list)
 
 
 class Req:
@@ -107,6 +109,7 @@ class Req:
             spaces_between_special_tokens=self.params.spaces_between_special_tokens,
             stop_strings=tuple([stop] if isinstance(stop, str) else stop or ()),
             trim_stop=not self.params.no_stop_trim,
+            stop_regexes=tuple(self.params.stop_regex or ()),
         )
 
     def check_finished(self, tail_text: Callable[[list[int]], str]) -> None:
@@ -122,6 +125,9 @@ class Req:
             self.finish_reason = {"type": "stop", "matched": None}
         elif min_reached and (matched := self._matched_stop_string(tail_text)) is not None:
             self.finish_reason = {"type": "stop", "matched": matched}
+        elif min_reached and (pattern := self._matched_stop_regex(tail_text)) is not None:
+            # As upstream, `matched` names the pattern; the detokenizer cuts the text where it matched.
+            self.finish_reason = {"type": "stop", "matched": pattern}
         elif out_len >= self.max_new_tokens:
             self.finish_reason = {"type": "length", "length": out_len}
 
@@ -135,6 +141,17 @@ class Req:
         window = max(len(s.encode()) for s in stops) + 1
         text = tail_text(self.output_ids[-window:])
         return next((s for s in stops if s in text), None)
+
+    def _matched_stop_regex(self, tail_text: Callable[[list[int]], str]) -> str | None:
+        patterns = tuple(self.params.stop_regex or ())
+        if not patterns:
+            return None
+        reach = longest_reach(patterns)
+        # A match of n characters spans at most 4n UTF-8 bytes, so at most 4n tokens (+1 as above);
+        # an unbounded pattern is searched for in the whole output.
+        ids = self.output_ids if reach is None else self.output_ids[-(4 * reach + 1) :]
+        found = first_match(patterns, tail_text(ids))
+        return None if found is None else found[0]
 
     def abort(self, message: str) -> None:
         self.finish_reason = {"type": "abort", "message": message}

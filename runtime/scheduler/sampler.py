@@ -86,6 +86,7 @@ def sample(reqs: Sequence[Req], logits: torch.Tensor) -> SampleResult:
     if constrained:
         bitmask = torch.stack([reqs[row].grammar.next_token_bitmask() for row in constrained])
         logits[constrained] = ops.apply_token_bitmask(logits[constrained], bitmask.to(logits.device))
-    logprobs = ops.log_softmax(logits) if any(r.logprobs.return_logprob for r in reqs) else None
+    wanted = any(r.logprobs.return_logprob or r.logprobs.return_entropy for r in reqs)
+    logprobs = ops.log_softmax(logits) if wanted else None
     token_ids = ops.sample(logits, _sampling_tensors(reqs, vocab, logits.device)).tolist()
     return SampleResult(token_ids=token_ids, logprobs=logprobs)

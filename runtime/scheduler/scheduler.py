@@ -235,7 +235,7 @@ class Scheduler:
                 if req.first_token_time is None:
                     req.first_token_time = time.monotonic()
                 self.stats["generation_tokens"] += 1
-                if result.logprobs is not None and req.logprobs.return_logprob:
+                if result.logprobs is not None:
                     logprobs.record_output(req, token, result.logprobs[i])
                 if req.grammar is not None:
                     req.grammar.accept(token)

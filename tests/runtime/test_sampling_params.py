@@ -115,3 +115,35 @@ def test_normalize_makes_stop_a_list_and_zero_temperature_greedy():
     original = SamplingParams(stop="x")
     original.normalize()
     assert original.stop == "x"  # normalize returns a copy
+
+
+def test_upstream_fields_parse_and_normalize():
+    p = SamplingParams.from_dict(
+        {"stop_regex": r"\d", "sampling_seed": 4, "stream_interval": 2, "custom_params": {"a": [1]}, "beam_width": 1}
+    )
+    p.validate(VOCAB)
+    q = p.normalize()
+    assert q.stop_regex == [r"\d"] and q.seed == 4 and q.sampling_seed is None and q.stream_interval == 2
+
+
+def test_null_means_default_unless_null_has_a_meaning():
+    p = SamplingParams.from_dict({"temperature": None, "n": None, "ignore_eos": None, "max_new_tokens": None})
+    assert (p.temperature, p.n, p.ignore_eos) == (1.0, 1, False)
+    assert p.max_new_tokens is None  # None: up to the context length
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("beam_width", 2, "beam search"),
+        ("structural_tag", "{}", "structural tags"),
+        ("watermark", {"key": 1}, "watermarking"),
+        ("stop_regex", "(", "invalid pattern"),
+        ("stop_regex", ["a"] * 33, "at most 32"),
+        ("stream_interval", 0, "at least 1"),
+    ],
+)
+def test_upstream_fields_refused_naming_them(field, value, message):
+    with pytest.raises(SamplingParamsError, match=message) as info:
+        SamplingParams.from_dict({field: value}).validate(VOCAB)
+    assert info.value.field == field
