@@ -3,6 +3,12 @@
 A request carries one prompt or a batch (`text` or `input_ids` as a list); every other field is
 either one value for all prompts or a list with one value per prompt. `split()` turns it into
 one `SingleInput` per prompt; each is validated before anything is sent to the scheduler.
+
+Every field of upstream SGLang's `GenerateReqInput` is accepted: those below, and those whose
+feature this server lacks (`upstream_fields.GENERATE`) at their default only. `model`, which
+SGLang's routers add, names the served model. `session_id`, `routing_key` and
+`conversation_id` identify a request to routers and change nothing here; `no_logs` is always
+honoured (no request content is ever logged).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any
 
+from sglang.runtime import upstream_fields
 from sglang.runtime.io_struct import LogprobRequest
 from sglang.runtime.sampling_params import SamplingParams, SamplingParamsError
 
@@ -33,6 +40,8 @@ class SingleInput:
     return_text_in_logprobs: bool
     stream: bool
     priority: int
+    log_metrics: bool = True
+    return_prompt_token_ids: bool = False
 
 
 @dataclass
@@ -50,16 +59,48 @@ class GenerateInput:
     priority: int | list[int] | None = None
     image_data: Any = None
     """Accepted so that the error names the problem: no served architecture has vision."""
+    model: str | None = None
+    log_metrics: bool = True
+    """False: the request is left out of the metrics (health probes)."""
+    return_entropy: bool = False
+    """meta_info gets `output_token_entropy`: the entropy (nats) of each output token's distribution."""
+    return_prompt_token_ids: bool = False
+    session_id: str | None = None
+    routing_key: str | None = None
+    conversation_id: str | None = None
+    no_logs: bool = False
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> GenerateInput:
         if not isinstance(body, dict):
             raise InvalidRequestError("the request body must be a JSON object")
+        refused = upstream_fields.first_refused(body, upstream_fields.GENERATE)
+        if refused is not None:
+            raise InvalidRequestError(refused[1], refused[0])
+        body = {k: v for k, v in body.items() if k not in upstream_fields.GENERATE}
         known = {f.name for f in fields(cls)}
         unknown = set(body) - known
         if unknown:
             raise InvalidRequestError(f"unknown field(s): {', '.join(sorted(unknown))}", sorted(unknown)[0])
-        return cls(**body)
+        obj = cls(**body)
+        obj._check_types()
+        return obj
+
+    def _check_types(self) -> None:
+        """The fields whose wrong type would otherwise pass silently (`"yes"` is truthy, a
+        numeric rid would be used as a dict key)."""
+        rid = self.rid
+        if rid is not None and not (
+            isinstance(rid, str) or (isinstance(rid, list) and all(isinstance(r, str) for r in rid))
+        ):
+            raise InvalidRequestError("rid must be a string or a list of strings", "rid")
+        for name in ("stream", "return_text_in_logprobs", "log_metrics", "return_entropy", "return_prompt_token_ids",
+                     "no_logs"):  # fmt: skip
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidRequestError(f"{name} must be a boolean", name)
+        for name in ("model", "session_id", "routing_key", "conversation_id"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise InvalidRequestError(f"{name} must be a string", name)
 
     @property
     def is_batch(self) -> bool:
@@ -92,7 +133,7 @@ class GenerateInput:
             token_ids = self._pick("token_ids_logprob", i, count, nested=True) or ()
             items.append(
                 SingleInput(
-                    rid=self._pick("rid", i, count) or uuid.uuid4().hex,
+                    rid=self._rid(i, count),
                     text=text,
                     input_ids=ids,
                     params=params,
@@ -101,13 +142,22 @@ class GenerateInput:
                         logprob_start_len=int(self._pick("logprob_start_len", i, count)),
                         top_logprobs_num=int(self._pick("top_logprobs_num", i, count)),
                         token_ids_logprob=tuple(token_ids),
+                        return_entropy=self.return_entropy,
                     ),
                     return_text_in_logprobs=self.return_text_in_logprobs,
                     stream=self.stream,
                     priority=int(self._pick("priority", i, count) or 0),
+                    log_metrics=self.log_metrics,
+                    return_prompt_token_ids=self.return_prompt_token_ids,
                 )
             )
         return items
+
+    def _rid(self, i: int, count: int) -> str:
+        """As upstream: one string for a batch is the prefix of per-prompt ids."""
+        if isinstance(self.rid, str) and self.is_batch:
+            return f"{self.rid}-{i}"
+        return self._pick("rid", i, count) or uuid.uuid4().hex
 
     def _prompts(self) -> list[Any]:
         if self.text is not None:

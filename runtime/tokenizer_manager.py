@@ -151,8 +151,12 @@ class TokenizerManager:
                 f"the request asks for {sequences} sequences; at most {self.max_queued} can be queued", "n"
             )
         if not obj.is_batch and len(prepared) == 1 and prepared[0][1].params.n == 1:
+            interval = prepared[0][1].params.stream_interval or 1
+            sent = 0
             async for out in self._run(*prepared[0]):
-                if obj.stream or out["meta_info"]["finish_reason"] is not None:
+                count = len(out["output_ids"])
+                if out["meta_info"]["finish_reason"] is not None or (obj.stream and count - sent >= interval):
+                    sent = count
                     yield out
             return
         results = await _gather_or_cancel([self._run_n(item, req) for item, req in prepared])
@@ -191,16 +195,21 @@ class TokenizerManager:
                 if isinstance(update, BaseException):
                     raise update
                 finished = update.finish_reason is not None
-                output = self._output(item, update)
+                output = self._output(item, update, request.input_ids)
                 if finished:
-                    for observe in self.finish_observers:
-                        observe(output["meta_info"])
+                    self._observe(item, output["meta_info"])
                 yield output
         finally:
             del self.pending[request.rid]
             if not finished and self.dead_reason is None and not self.ctx.closed:
                 # The caller went away before the end (disconnect, cancel): free its KV now.
                 ipc.send(self.to_scheduler, AbortRequest(request.rid, "the client disconnected"))
+                self._observe(item, {"id": request.rid, "finish_reason": {"type": "abort"}})
+
+    def _observe(self, item: SingleInput, meta: dict[str, Any]) -> None:
+        if item.log_metrics:
+            for observe in self.finish_observers:
+                observe(meta)
 
     def abort(self, rid: str) -> bool:
         if rid not in self.pending:
@@ -208,9 +217,11 @@ class TokenizerManager:
         ipc.send(self.to_scheduler, AbortRequest(rid))
         return True
 
-    def _output(self, item: SingleInput, update: TextUpdate) -> dict[str, Any]:
+    def _output(self, item: SingleInput, update: TextUpdate, prompt_ids: list[int]) -> dict[str, Any]:
         meta = dict(update.meta or {})
         meta["id"] = item.rid
+        if item.return_prompt_token_ids:
+            meta["prompt_token_ids"] = prompt_ids
         if item.return_text_in_logprobs and "output_token_logprobs" in meta:
             for key in ("input_token_logprobs", "output_token_logprobs"):
                 meta[key] = self._with_text(meta[key])

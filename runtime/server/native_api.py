@@ -93,6 +93,7 @@ async def generate(request: Request) -> Response:
         obj = GenerateInput.from_dict(body)
     except (TypeError, InvalidRequestError) as e:
         raise as_api_error(e) or ApiError(400, str(e)) from None
+    state.check_model(obj.model)
     outputs = state.manager.generate(obj)
     if obj.stream:
         return StreamingResponse(sse_stream(await first_output(outputs)), media_type="text/event-stream")
@@ -114,7 +115,7 @@ async def health(request: Request) -> Response:
 async def health_generate(request: Request) -> Response:
     """Healthy only if a one-token generation completes."""
     state = server_state(request)
-    obj = GenerateInput(input_ids=[0], sampling_params={"max_new_tokens": 1, "temperature": 0})
+    obj = GenerateInput(input_ids=[0], sampling_params={"max_new_tokens": 1, "temperature": 0}, log_metrics=False)
     try:
         await last_item(state.manager.generate(obj))
     except Exception as e:
@@ -156,4 +157,3 @@ async def metrics(request: Request) -> Response:
     state = server_state(request)
     info = (await state.manager.control("server_info")).payload
     return Response(state.extras["metrics"].render(info), media_type="text/plain; version=0.0.4")
-

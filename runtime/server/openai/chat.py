@@ -35,6 +35,7 @@ from sglang.runtime.server.openai.sampling import (
     check_stream_options,
     native_names,
     pick_grammar,
+    refuse_missing,
     sampling_params,
     sgl_grammars,
 )
@@ -102,6 +103,7 @@ def _format_grammar(response_format: ResponseFormat | None) -> Grammar | None:
 def chat_plan(request: ChatCompletionRequest, tokenizer: Any, template: str) -> ChatPlan:
     """The generation for `request`, its prompt rendered with the Jinja `template`. Raises
     ApiError (400) for requests OpenAI refuses and conversations the template rejects."""
+    refuse_missing(request)
     if request.top_logprobs is not None and not request.logprobs:
         raise ApiError(400, "top_logprobs needs logprobs to be true", "top_logprobs")
     if request.continue_final_message and request.messages[-1].role != "assistant":
@@ -124,6 +126,8 @@ def chat_plan(request: ChatCompletionRequest, tokenizer: Any, template: str) -> 
         sampling_params=sampling_params(request, max_new_tokens, constraint),
         return_logprob=request.logprobs,
         top_logprobs_num=request.top_logprobs or 0,
+        rid=request.rid,
+        priority=request.priority,
     )
     include_usage = check_stream_options(request)
     names = native_names("messages", constraint)

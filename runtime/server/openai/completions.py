@@ -23,6 +23,7 @@ from sglang.runtime.server.openai.sampling import (
     check_stream_options,
     native_names,
     pick_grammar,
+    refuse_missing,
     sampling_params,
     sgl_grammars,
 )
@@ -50,6 +51,7 @@ class CompletionPlan:
 def completion_plan(request: CompletionRequest, detokenize: Callable[[list[int]], str]) -> CompletionPlan:
     """`detokenize` gives token-id prompts their text for `echo`. Raises ApiError for input
     that OpenAI refuses or this server does not support."""
+    refuse_missing(request)
     if request.best_of is not None and request.best_of != request.n:
         raise ApiError(400, "best_of is not supported (other than equal to n)", "best_of")
     if request.suffix is not None:
@@ -70,6 +72,8 @@ def completion_plan(request: CompletionRequest, detokenize: Callable[[list[int]]
         # Prompt logprobs only under echo: they are shown only with the prompt's text.
         logprob_start_len=0 if request.echo and wants_logprobs else -1,
         top_logprobs_num=request.logprobs or 0,
+        rid=request.rid,
+        priority=request.priority,
     )
     echo_texts = [p if isinstance(p, str) else detokenize(p) for p in prompts] if request.echo else None
     include_usage = check_stream_options(request)

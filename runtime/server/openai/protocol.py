@@ -1,18 +1,24 @@
 """OpenAI request bodies for /v1/completions and /v1/chat/completions, as pydantic models.
 
-Unknown fields are rejected (FastAPI answers 400), as OpenAI does, with two exceptions: the
-SGLang extras that upstream SGLang accepts (`top_k`, `min_p`, `regex`, `ebnf`, ...) are fields
-here, and a few OpenAI fields that change nothing for a self-hosted model (`user`, `metadata`,
-`store`, `service_tier`, ...) are accepted and ignored so that stock clients are not refused.
-Range checks of sampling values are left to `SamplingParams.validate`, the one place that owns
-them; these models only check shapes and types.
+Unknown fields are rejected (FastAPI answers 400), as OpenAI does, with three exceptions: the
+SGLang sampling extras that upstream SGLang accepts (`top_k`, `min_p`, `stop_regex`, ...: every
+field of the runtime's `SamplingParams` that OpenAI does not name itself, derived from it, so
+they are typed in one place), upstream's other extras (`upstream_fields.OPENAI`: accepted at
+their default, refused by `sampling.refuse_missing` otherwise), and a few OpenAI fields that
+change nothing for a self-hosted model (`user`, `metadata`, `store`, `service_tier`, ...).
+Types and ranges of the sampling extras are checked by `SamplingParams` itself; these models
+check the rest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model, model_validator
+
+from sglang.runtime import upstream_fields
+from sglang.runtime.sampling_params import SamplingParams
 
 
 class _Strict(BaseModel):
@@ -23,7 +29,24 @@ class StreamOptions(_Strict):
     include_usage: bool = False
 
 
-class SamplingFields(_Strict):
+OPENAI_NAMED = frozenset(
+    {"max_new_tokens", "min_new_tokens", "n", "temperature", "top_p", "frequency_penalty", "presence_penalty",
+     "logit_bias", "seed", "stop", "json_schema", "regex", "ebnf"}
+)  # fmt: skip
+"""Sampling fields declared below under OpenAI's name (`max_tokens`, `min_tokens`) or their own,
+and the grammars, which go through `sampling.pick_grammar`."""
+
+SAMPLING_EXTRAS = tuple(f.name for f in dataclasses.fields(SamplingParams) if f.name not in OPENAI_NAMED)
+"""Passed to the runtime as they are when set; `SamplingParams.from_dict` checks their types."""
+
+_Extras = create_model(
+    "_Extras",
+    __base__=_Strict,
+    **{name: (Any, None) for name in (*SAMPLING_EXTRAS, *upstream_fields.OPENAI)},
+)
+
+
+class SamplingFields(_Extras):
     """What both endpoints share: the model, OpenAI's sampling knobs, streaming, SGLang extras.
     `None` means "SGLang's default" for every optional sampling value."""
 
@@ -36,24 +59,19 @@ class SamplingFields(_Strict):
     logit_bias: dict[str, float] | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
-    stream: bool = False
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
     # Accepted for compatibility; they have no meaning for a self-hosted model.
     user: str | None = None
     metadata: dict[str, Any] | None = None
     store: bool | None = None
     service_tier: str | None = None
-    # SGLang's extras.
-    top_k: int | None = None
-    min_p: float | None = None
+    # SGLang's extras besides the derived ones.
     min_tokens: int = 0
-    repetition_penalty: float | None = None
-    stop_token_ids: list[int] | None = None
-    ignore_eos: bool = False
-    skip_special_tokens: bool = True
-    no_stop_trim: bool = False
     regex: str | None = None
     ebnf: str | None = None
+    rid: StrictStr | list[StrictStr] | None = None
+    priority: StrictInt | None = None
 
 
 class CompletionRequest(SamplingFields):

@@ -1,7 +1,7 @@
 """OpenAI request fields -> SGLang `sampling_params`, shared by both endpoints.
 
 Only values the client set are passed on, so every other one keeps SGLang's default and the
-validation (ranges, vocabulary) stays in `SamplingParams`. At most one grammar constrains a
+validation (types, ranges, vocabulary) stays in `SamplingParams`. At most one grammar constrains a
 request; `pick_grammar` says which, or refuses a combination with a 400 naming the field.
 `native_names` maps the runtime's names for fields back to the request's, for error messages.
 """
@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sglang.runtime import upstream_fields
 from sglang.runtime.server.errors import ApiError
-from sglang.runtime.server.openai.protocol import SamplingFields
+from sglang.runtime.server.openai.protocol import SAMPLING_EXTRAS, SamplingFields
 
 Grammar = tuple[str, str]
 """(SGLang grammar field: json_schema | regex | ebnf, its source)."""
@@ -28,19 +29,8 @@ class Constraint:
 
 
 # Fields copied as they are when the client set them (None means "not set").
-_PASSED_WHEN_SET = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "frequency_penalty",
-    "presence_penalty",
-    "repetition_penalty",
-    "stop",
-    "stop_token_ids",
-    "seed",
-    "logit_bias",
-)
+_PASSED_WHEN_SET = ("temperature", "top_p", "frequency_penalty", "presence_penalty", "stop", "seed", "logit_bias",
+                    *SAMPLING_EXTRAS)  # fmt: skip
 
 
 def sampling_params(
@@ -51,17 +41,22 @@ def sampling_params(
     params: dict[str, Any] = {
         name: getattr(request, name) for name in _PASSED_WHEN_SET if getattr(request, name) is not None
     }
-    params.update(
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=request.min_tokens,
-        n=request.n,
-        ignore_eos=request.ignore_eos,
-        skip_special_tokens=request.skip_special_tokens,
-        no_stop_trim=request.no_stop_trim,
-    )
+    params.update(max_new_tokens=max_new_tokens, min_new_tokens=request.min_tokens, n=request.n)
+    if "sampling_seed" in params and "seed" not in params:
+        # One name, so that the per-choice seeds of a streamed n > 1 (`seed + j`) derive from it.
+        params["seed"] = params.pop("sampling_seed")
     if constraint is not None:
         params[constraint.kind] = constraint.source
     return params
+
+
+def refuse_missing(request: SamplingFields) -> None:
+    """400 naming the first upstream extra set to a value whose feature this server lacks."""
+    refused = upstream_fields.first_refused(
+        {name: getattr(request, name) for name in upstream_fields.OPENAI}, upstream_fields.OPENAI
+    )
+    if refused is not None:
+        raise ApiError(400, refused[1], refused[0])
 
 
 def pick_grammar(candidates: dict[str, Grammar | None]) -> Constraint | None:

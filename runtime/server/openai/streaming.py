@@ -74,20 +74,33 @@ def sse(payload: dict[str, Any]) -> bytes:
 
 def per_choice_inputs(obj: GenerateInput) -> list[GenerateInput]:
     """`obj` (one or many prompts, one `sampling_params` dict with `n`) as one streaming input
-    per choice, in choice order. Sample `j` gets seed `seed + j`, as the manager does for n > 1."""
+    per choice, in choice order. Sample `j` gets seed `seed + j`, and the client's request id
+    (one, or one per prompt) the suffix `-j`, as the manager does for n > 1."""
     if obj.text is not None:
         prompts: list[Any] = obj.text if isinstance(obj.text, list) else [obj.text]
     else:
         prompts = list(obj.input_ids) if obj.is_batch else [obj.input_ids]
     params = dict(obj.sampling_params or {})
     n, seed = params.get("n", 1), params.get("seed")
+    if isinstance(obj.rid, list) and len(obj.rid) != len(prompts):
+        raise ApiError(400, f"rid has {len(obj.rid)} entries for {len(prompts)} prompts", "rid")
     inputs = []
-    for prompt in prompts:
+    for i, prompt in enumerate(prompts):
         for j in range(n):
             one = {**params, "n": 1, "seed": None if seed is None else seed + j}
             text, ids = (prompt, None) if obj.text is not None else (None, prompt)
-            inputs.append(replace(obj, text=text, input_ids=ids, sampling_params=one, stream=True))
+            rid = _choice_rid(obj.rid, i, j, n, len(prompts))
+            inputs.append(replace(obj, text=text, input_ids=ids, sampling_params=one, stream=True, rid=rid))
     return inputs
+
+
+def _choice_rid(rid: str | list[str] | None, prompt: int, j: int, n: int, count: int) -> str | None:
+    """Choice `j` of prompt `prompt`'s request id: ids must be unique among those in flight."""
+    if rid is None:
+        return None
+    if isinstance(rid, list):
+        return rid[prompt] if n == 1 else f"{rid[prompt]}-{j}"
+    return rid if count * n == 1 else f"{rid}-{prompt * n + j}"
 
 
 @dataclass

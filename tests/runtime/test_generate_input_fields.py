@@ -1,0 +1,53 @@
+"""GenerateInput: upstream's top-level fields, the types that would otherwise pass silently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"rid": 5}, "rid"),
+        ({"rid": ["a", 2]}, "rid"),
+        ({"stream": "yes"}, "stream"),
+        ({"stream": 1}, "stream"),
+        ({"log_metrics": "no"}, "log_metrics"),
+        ({"model": 3}, "model"),
+        ({"lora_path": "adapter"}, "lora_path"),
+        ({"bootstrap_room": 7}, "bootstrap_room"),
+        ({"data_parallel_rank": 1}, "data_parallel_rank"),
+        ({"data_parallel_rank": False}, "data_parallel_rank"),
+        ({"background": True}, "background"),
+        ({"nonsense": 1}, "nonsense"),
+    ],
+)
+def test_refused_naming_the_field(extra: dict[str, Any], param: str) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        GenerateInput.from_dict({"text": "Hi", **extra})
+    assert info.value.param == param
+
+
+def test_router_defaults_accepted() -> None:
+    obj = GenerateInput.from_dict(
+        {"text": "Hi", "model": "unknown", "lora_path": None, "data_parallel_rank": 0, "background": False,
+         "return_hidden_states": False, "bootstrap_host": None, "session_id": "s", "no_logs": True}
+    )  # fmt: skip
+    assert obj.model == "unknown" and obj.split()[0].text == "Hi"
+
+
+def test_a_batch_rid_string_prefixes_the_prompts() -> None:
+    items = GenerateInput.from_dict({"text": ["a", "b"], "rid": "r"}).split()
+    assert [i.rid for i in items] == ["r-0", "r-1"]
+    assert [i.rid for i in GenerateInput.from_dict({"text": ["a", "b"], "rid": ["x", "y"]}).split()] == ["x", "y"]
+
+
+def test_implemented_flags_reach_the_single_inputs() -> None:
+    (item,) = GenerateInput.from_dict(
+        {"text": "Hi", "log_metrics": False, "return_entropy": True, "return_prompt_token_ids": True}
+    ).split()
+    assert not item.log_metrics and item.logprobs.return_entropy and item.return_prompt_token_ids
