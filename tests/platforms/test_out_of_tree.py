@@ -1,0 +1,65 @@
+"""An out-of-tree device, installed as its own package, joins through entry points alone.
+
+The toy plugin (tests/plugins/toy_device) registers a platform (`sglang.platforms`) and a kernel
+family (`sglang.kernel_families`). Installed into a folder of its own and put on the path of a
+child process, it is selectable, `sglang ops` shows its kernels chosen, and op parity runs its
+kernels; a deliberately broken kernel fails op parity with the op named. Nothing in sglang
+changes for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "tests" / "plugins" / "toy_device"
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("toy-plugin")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(PLUGIN)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return target
+
+
+def run(plugin_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(plugin_path), **env}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+def test_the_plugin_is_a_selectable_device_with_its_own_kernels(plugin_path: Path) -> None:
+    result = run(plugin_path, "-m", "sglang.cli", "ops", "--device", "toy", "--json")
+    assert result.returncode == 0, result.stderr
+    chosen = {row["op"]: row["family"] for row in json.loads(result.stdout)["ops"]}
+    assert {op for op, family in chosen.items() if family == "toy_kernels"} == {"rms_norm", "silu_and_mul",
+                                                                                 "log_softmax"}  # fmt: skip
+    assert chosen["attention_backend"] == "torch_native"
+
+
+def test_the_plugin_passes_op_parity(plugin_path: Path) -> None:
+    result = run(plugin_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/ops/test_op_parity.py",
+                 "-k", "toy_kernels", SGLANG_TEST_DEVICE="toy")  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    # 2 rms_norm cases in fp32 (the toy kernel declares fp32 only), 2 cases each of silu_and_mul
+    # and log_softmax in fp32 and bf16 (the toy platform's dtypes): every one ran and passed.
+    assert re.search(r"\b10 passed", result.stdout), result.stdout[-3000:]
+
+
+def test_a_broken_plugin_kernel_fails_op_parity_by_name(plugin_path: Path) -> None:
+    result = run(plugin_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/ops/test_op_parity.py",
+                 "-k", "toy_kernels", SGLANG_TEST_DEVICE="toy", SGLANG_TOY_BROKEN_OP="silu_and_mul")  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
+    assert failed and all("toy-toy_kernels-silu_and_mul" in line for line in failed), failed
