@@ -73,6 +73,19 @@ class AttentionInputs:
         return torch.cat(parts) if parts else self.kv_slots[:0]
 
 
+@dataclass(frozen=True)
+class CaptureLimits:
+    """Bounds a captured decode step's static buffers are sized for."""
+
+    max_batch: int
+    """Rows of the largest bucket."""
+    num_slots: int
+    """Slots of the KV pool: a step's `kv_slots` never exceed `num_slots + max_batch` entries (each
+    real token owns a slot; each padded row reads one scratch slot)."""
+    max_seq_len: int
+    """Longest sequence a step may hold (per-row tables are this wide)."""
+
+
 @dataclass
 class AttentionMetadata:
     """What `plan` derives once per step and every layer reuses. Backends subclass it."""
@@ -82,7 +95,19 @@ class AttentionMetadata:
 
 
 class AttentionBackend(ABC):
-    """One instance per model; `plan` once per step, `forward` once per layer."""
+    """One instance per model; `plan` once per step, `forward` once per layer.
+
+    Graph capture (decode buckets, see the runtime's graph runner) uses three optional hooks:
+    `init_capture` once, `capture_metadata` once per bucket, `replay_metadata` before each replay.
+    A captured step reads only the tensors `capture_metadata` returned, so `replay_metadata` must
+    rewrite them in place (same storage, same shapes) and never rebind them.
+    """
+
+    page_size: int = 1
+    """Tokens per page of the KV pool this backend serves; the runtime sets it after construction
+    when its pool pages are larger. Slot `s` is offset `s % page_size` of page `s // page_size`, and
+    a sequence's token `i` sits at offset `i % page_size` (the allocator's invariant), so page views
+    can be derived from `kv_slots`; 1 (each slot its own page) is always valid."""
 
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
                  device: torch.device) -> None:
@@ -106,6 +131,22 @@ class AttentionBackend(ABC):
 
     def plan(self, inputs: AttentionInputs) -> AttentionMetadata:
         return AttentionMetadata(inputs=inputs, new_slots=inputs.new_slots())
+
+    def init_capture(self, limits: CaptureLimits) -> str | None:
+        """Allocates the static buffers captured decode steps read. Returns why this backend cannot
+        run under capture, or None when it can. By default it cannot: `plan` builds new tensors
+        (and host-side loops) every step, which a replayed step would never see."""
+        return f"{type(self).__name__} has no static decode metadata"
+
+    def capture_metadata(self, batch: int) -> AttentionMetadata:
+        """The metadata a bucket of `batch` decode rows is captured with: views of the static buffers
+        that `replay_metadata` refills. Called once per bucket, after `init_capture` accepted."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run under graph capture")
+
+    def replay_metadata(self, batch: int, inputs: AttentionInputs) -> None:
+        """Writes `inputs` (a decode batch already padded to `batch` rows) into that bucket's static
+        buffers, in place, before its captured step replays."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run under graph capture")
 
     @abstractmethod
     def forward(

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import torch
 
 from sglang import ops
-from sglang.ops.attention import AttentionBackend, AttentionInputs
+from sglang.ops.attention import AttentionBackend, AttentionInputs, CaptureLimits
 from sglang.platforms.base import Platform
+from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.forward_context import ForwardContext
+from sglang.runtime.graph_runner import GraphRunner, step_capturer
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 logger = logging.getLogger(__name__)
@@ -31,10 +33,14 @@ class StepInputs:
     logit_rows: torch.Tensor
 
 
-def attention_backend_for(model: DecoderForCausalLM, platform: Platform) -> AttentionBackend:
-    """The bound attention backend, built for `model` on `platform`'s device."""
+def attention_backend_for(model: DecoderForCausalLM, platform: Platform, page_size: int = 1) -> AttentionBackend:
+    """The bound attention backend, built for `model` on `platform`'s device, for a KV pool of
+    `page_size`-token pages."""
     config = model.config
-    return ops.attention_backend(config.num_heads, config.num_kv_heads, config.head_dim, model.dtype, platform.device())
+    backend = ops.attention_backend(config.num_heads, config.num_kv_heads, config.head_dim, model.dtype,
+                                    platform.device())  # fmt: skip
+    backend.page_size = page_size
+    return backend
 
 
 def kv_bytes_per_token(model: DecoderForCausalLM, backend: AttentionBackend) -> int:
@@ -44,8 +50,15 @@ def kv_bytes_per_token(model: DecoderForCausalLM, backend: AttentionBackend) -> 
 
 class ModelRunner:
     def __init__(
-        self, model: DecoderForCausalLM, platform: Platform, num_slots: int, backend: AttentionBackend | None = None
+        self,
+        model: DecoderForCausalLM,
+        platform: Platform,
+        num_slots: int,
+        backend: AttentionBackend | None = None,
+        graph_buckets: BucketPolicy | None = None,
     ) -> None:
+        """`graph_buckets`: decode batches up to its largest bucket run as static (captured,
+        compiled or jitted) steps where the platform's runtime offers a way; None runs eagerly."""
         config = model.config
         self.model = model
         self.platform = platform
@@ -60,10 +73,33 @@ class ModelRunner:
             config.num_layers,
             num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
         )
+        self.graph_runner = self._graph_runner(graph_buckets)
+
+    def _graph_runner(self, policy: BucketPolicy | None) -> GraphRunner | None:
+        if policy is None:
+            return None
+        capturer = step_capturer(self.platform.runtime)
+        if capturer is None:
+            logger.info("decode graphs off: the %s runtime cannot make a step static", self.platform.name)
+            return None
+        limits = CaptureLimits(policy.largest, self.num_slots, self.model.config.max_position)
+        runner = GraphRunner(self.model, self.attn_backend, capturer, policy, limits, self.device)
+        if runner.disabled_reason is not None:
+            logger.info("decode graphs off: %s", runner.disabled_reason)
+            return None
+        logger.info("decode graphs on, buckets %s", policy.sizes)
+        return runner
 
     @torch.inference_mode()
     def forward(self, step: StepInputs) -> torch.Tensor:
         """Float32 logits `[len(step.logit_rows), vocab]`; the step's K/V are written to the cache."""
+        bucket = self.graph_runner.bucket_for(step.attention) if self.graph_runner is not None else None
+        if bucket is not None:
+            logits, self.kv_buffers = self.graph_runner.run(
+                step.input_ids.to(self.device), step.positions.to(self.device), step.attention,
+                step.logit_rows, self.kv_buffers, bucket,
+            )  # fmt: skip
+            return logits
         ctx = ForwardContext(self.attn_backend, self.attn_backend.plan(step.attention), self.kv_buffers)
         hidden = self.model(step.input_ids.to(self.device), step.positions.to(self.device), ctx)
         self.kv_buffers = ctx.kv_buffers

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from sglang.runtime.batch_buckets import BucketPolicy
+
 
 def _opt(default: Any, help: str, **kw: Any) -> Any:
     return field(default=default, metadata={"help": help, **kw})
@@ -31,6 +33,9 @@ class ServerArgs:
     chat_template: str | None = _opt(None, "Chat template: a named template or a Jinja file; default: the model's own.")
     max_running_requests: int = _opt(64, "Most requests decoded together in one batch.")
     max_queued_requests: int = _opt(1024, "Most requests waiting for admission; past it the server answers 503.")
+    max_request_bytes: int = _opt(
+        16 << 20, "Largest request body accepted, in bytes; past it the server answers 413 without reading on."
+    )
     max_total_tokens: int | None = _opt(None, "KV cache size in tokens; overrides --mem-fraction-static.")
     mem_fraction_static: float = _opt(0.2, "Fraction of free device memory given to the KV cache.")
     chunked_prefill_size: int = _opt(2048, "Most prompt tokens prefilled in one step; longer prompts are chunked.")
@@ -40,6 +45,12 @@ class ServerArgs:
     )
     disable_radix_cache: bool = _opt(False, "Turn the prefix cache off (every prompt is prefilled in full).")
     cpu_threads: int | None = _opt(None, "torch intra-op threads on the cpu platform (default: torch's choice).")
+    disable_cuda_graph: bool = _opt(
+        False, "Run every decode step eagerly (no captured, compiled or jitted decode buckets, on any device)."
+    )
+    cuda_graph_max_bs: int | None = _opt(
+        None, "Largest decode batch run as a captured bucket; default: --max-running-requests."
+    )
     reference_ops: bool = _opt(False, "Force every op to its reference implementation (debugging, conformance).")
     op_backend: str | None = _opt(
         None,
@@ -52,14 +63,28 @@ class ServerArgs:
     watchdog_timeout: float = _opt(300.0, "Seconds a scheduler step may take before the engine is declared dead.")
 
     def __post_init__(self) -> None:
-        positive = ("max_running_requests", "max_queued_requests", "chunked_prefill_size", "page_size")
+        positive = (
+            "max_running_requests",
+            "max_queued_requests",
+            "chunked_prefill_size",
+            "page_size",
+            "max_request_bytes",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.cuda_graph_max_bs is not None and self.cuda_graph_max_bs < 1:
+            raise ValueError(f"cuda_graph_max_bs must be at least 1, got {self.cuda_graph_max_bs}")
         if not 0 < self.mem_fraction_static < 1:
             raise ValueError(f"mem_fraction_static must lie in (0, 1), got {self.mem_fraction_static}")
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ValueError(f"schedule_policy must be lpm or fcfs, got {self.schedule_policy!r}")
+
+    def graph_buckets(self) -> BucketPolicy | None:
+        """The decode batch buckets made static, or None with `--disable-cuda-graph`."""
+        if self.disable_cuda_graph:
+            return None
+        return BucketPolicy.up_to(self.cuda_graph_max_bs or self.max_running_requests)
 
     def op_overrides(self) -> dict[str, str]:
         """`--op-backend` as {op: family}."""

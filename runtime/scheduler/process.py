@@ -83,10 +83,10 @@ def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
     eos = set(loaded.config.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
-    backend = attention_backend_for(loaded.model, loaded.platform)
+    backend = attention_backend_for(loaded.model, loaded.platform, args.page_size)
     num_pages = kv_pool_tokens(args, loaded, backend) // args.page_size + 1
     allocator = PagedTokenAllocator(num_pages, args.page_size)
-    runner = ModelRunner(loaded.model, loaded.platform, allocator.num_slots, backend)
+    runner = ModelRunner(loaded.model, loaded.platform, allocator.num_slots, backend, args.graph_buckets())
     vocab = loaded.config.vocab_size
     grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
     scheduler = Scheduler(runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar)
