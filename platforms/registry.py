@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 from functools import cache
-from importlib.metadata import entry_points
 
 from sglang.ops.binding import resolve
 from sglang.platforms.base import Platform, PlatformError
+from sglang.platforms.entry_points import registered
 
 logger = logging.getLogger(__name__)
 
@@ -38,13 +38,7 @@ AUTO_PRIORITY: tuple[str, ...] = ("cuda", "rocm", "xpu", "npu", "tpu")
 
 @cache
 def _out_of_tree() -> dict[str, str]:
-    found = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in BUILTIN_PLATFORMS:
-            logger.warning("ignoring entry point %s: %r is a built-in platform", ep.value, ep.name)
-            continue
-        found[ep.name] = ep.value
-    return found
+    return registered(ENTRY_POINT_GROUP, BUILTIN_PLATFORMS, "platform")
 
 
 def known_platforms() -> dict[str, str]:

@@ -9,15 +9,12 @@ overridden.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import entry_points
 
 from sglang.ops.binding import resolve
 from sglang.ops.selection import Candidate
-
-logger = logging.getLogger(__name__)
+from sglang.platforms.entry_points import registered
 
 ENTRY_POINT_GROUP = "sglang.kernel_families"
 
@@ -42,13 +39,7 @@ class KernelFamily:
 @cache
 def known_families() -> dict[str, str]:
     """Every family name and the qualified name of its `KernelFamily`."""
-    found = dict(BUILTIN_FAMILIES)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in BUILTIN_FAMILIES:
-            logger.warning("ignoring entry point %s: %r is a built-in kernel family", ep.value, ep.name)
-            continue
-        found[ep.name] = ep.value
-    return found
+    return {**BUILTIN_FAMILIES, **registered(ENTRY_POINT_GROUP, BUILTIN_FAMILIES, "kernel family")}
 
 
 @cache

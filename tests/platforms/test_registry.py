@@ -11,6 +11,7 @@ from importlib.metadata import EntryPoint
 import pytest
 import torch
 
+from sglang.platforms import entry_points as entry_point_module
 from sglang.platforms import registry
 from sglang.platforms.base import Availability, Capabilities, Platform, PlatformError
 from sglang.platforms.cpu.platform import CpuPlatform
@@ -49,7 +50,7 @@ def entry_points(monkeypatch):
         installed.append(EntryPoint("elsewhere", f"{FAKE_MODULE}:QuantumPlatform", "other.group"))
         registry._out_of_tree.cache_clear()
 
-    monkeypatch.setattr(registry, "entry_points", fake)
+    monkeypatch.setattr(entry_point_module, "entry_points", fake)
     install()
     yield install
     registry._out_of_tree.cache_clear()
