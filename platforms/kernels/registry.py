@@ -21,6 +21,11 @@ ENTRY_POINT_GROUP = "sglang.kernel_families"
 BUILTIN_FAMILIES: dict[str, str] = {
     "torch_native": "sglang.platforms.kernels.torch_native.family:FAMILY",
     "triton": "sglang.platforms.kernels.triton.family:FAMILY",
+    "flashinfer": "sglang.platforms.kernels.flashinfer.family:FAMILY",
+    "aiter": "sglang.platforms.kernels.aiter.family:FAMILY",
+    "torch_npu": "sglang.platforms.kernels.torch_npu.family:FAMILY",
+    "xpu": "sglang.platforms.kernels.xpu.family:FAMILY",
+    "jax": "sglang.platforms.kernels.jax.family:FAMILY",
 }
 
 

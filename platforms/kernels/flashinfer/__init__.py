@@ -1,0 +1,1 @@
+"""The flashinfer kernel family: FlashInfer's paged attention, norms, rotary, activation, sampling."""
