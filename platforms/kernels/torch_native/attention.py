@@ -31,7 +31,8 @@ class SdpaAttentionMetadata(AttentionMetadata):
     decode_q_index: torch.Tensor | None = None
     """Packed-token index of each decode row's query."""
     decode_slots: torch.Tensor | None = None
-    """`[Bd, Lmax]` cache slots per decode row, padded with slot 0."""
+    """`[Bd, Lmax]` cache slots per decode row, padded with the row's own last slot: padding is
+    masked out, but a masked NaN still poisons SDPA (0 * NaN), and a free slot may hold NaN."""
     decode_valid: torch.Tensor | None = None
     """`[Bd, 1, 1, Lmax]` bool: which padded positions are real (and inside the window)."""
     decode_seq_lens: torch.Tensor | None = None
@@ -49,7 +50,9 @@ class SdpaAttention(AttentionBackend):
             slots = torch.zeros(len(decode), max_len, dtype=torch.long)
             kv_starts = inputs.kv_starts
             for row, i in enumerate(decode):
-                slots[row, : inputs.seq_lens[i]] = inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]
+                own = inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]
+                slots[row] = own[-1]
+                slots[row, : inputs.seq_lens[i]] = own
             meta.decode_rows = torch.tensor(decode)
             meta.decode_q_index = torch.tensor([inputs.q_starts[i] for i in decode])
             meta.decode_slots = slots.to(self.device)
