@@ -55,8 +55,13 @@ def distinct_logits(gen: torch.Generator, rows: int, cols: int, dtype: torch.dty
     return torch.stack([torch.randperm(cols, generator=gen) for _ in range(rows)]).to(dtype) / 4
 
 
-def _rotary(tokens: int, heads: int, kv_heads: int, dim: int, rotary_dim: int, neox: bool) -> Make:
-    table = RotaryTable.build(rotary_dim, 64, 10000.0, RopeScaling(kind="linear", factor=2.0)).cos_sin
+LINEAR_ROPE = RopeScaling(kind="linear", factor=2.0)
+
+
+def _rotary(
+    tokens: int, heads: int, kv_heads: int, dim: int, rotary_dim: int, neox: bool, scaling: RopeScaling = LINEAR_ROPE
+) -> Make:
+    table = RotaryTable.build(rotary_dim, 64, 10000.0, scaling).cos_sin
 
     def make(gen, dtype):
         positions = torch.randint(0, 64, (tokens,), generator=gen)
@@ -214,6 +219,12 @@ CASES: list[OpCase] = [
     ),
     OpCase("apply_rotary", "neox", _rotary(6, 4, 2, 32, 32, True)),
     OpCase("apply_rotary", "gptj_partial", _rotary(9, 2, 1, 32, 16, False)),
+    OpCase(
+        "apply_rotary",
+        "neox_partial_llama3",
+        _rotary(5, 3, 1, 64, 32, True, RopeScaling(kind="llama3", factor=8.0, original_max_position=16)),
+    ),
+    OpCase("apply_rotary", "gptj_dynamic", _rotary(4, 2, 2, 16, 16, False, RopeScaling(kind="dynamic", factor=2.0))),
     OpCase("store_kv", "scattered", _store_kv(40, 9, 2, 16)),
     OpCase("store_kv", "one_token", _store_kv(8, 1, 1, 32)),
     OpCase(
@@ -224,6 +235,8 @@ CASES: list[OpCase] = [
     ),
     OpCase("moe_experts", "silu", _moe_experts(5, 4, 16, 24, 2, "silu")),
     OpCase("moe_experts", "gelu_top3", _moe_experts(11, 6, 32, 8, 3, "gelu_pytorch_tanh")),
+    # 8 experts, top-2, hidden and intermediate sizes that are not multiples of the GEMM tiles.
+    OpCase("moe_experts", "e8_top2", _moe_experts(9, 8, 80, 48, 2, "silu")),
     OpCase("apply_penalties", "3x40", _penalties(3, 40)),
     OpCase(
         "apply_token_bitmask",
@@ -238,6 +251,6 @@ CASES: list[OpCase] = [
         OpCase("log_softmax", f"{b}x{v}", lambda g, d, b=b, v=v: (randn(g, b, v, dtype=d, scale=4.0),))
         for b, v in ((4, 50), (2, 1000))
     ),
-    *(_attention(s, layer, p) for s in pac.SCENARIOS for layer in pac.LAYERS for p in pac.PAGE_SIZES),
+    *(_attention(s, layer, p) for s, layer, p in pac.CASES),
 ]
 """Every parity case; `device_runtime` is not a numeric op and has its own conformance test."""

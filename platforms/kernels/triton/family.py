@@ -12,7 +12,9 @@ from sglang.platforms.kernels.registry import KernelFamily
 _HERE = "sglang.platforms.kernels.triton"
 _FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _TRITON = Requirements(dtypes=_FLOATS, packages=("triton",))
-_ATTENTION = Requirements(dtypes=_FLOATS, packages=("triton",), head_dims=frozenset({32, 64, 80, 96, 128, 256}))
+# Head dims pad to a power of two >= 16 inside the kernels (masked); past 256 the tiles no longer
+# fit in registers.
+_ATTENTION = Requirements(dtypes=_FLOATS, packages=("triton",), head_dims=frozenset(range(16, 257, 16)))
 
 
 def _candidate(op: str, qualname: str, requires: Requirements = _TRITON) -> Candidate:

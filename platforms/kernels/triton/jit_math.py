@@ -1,0 +1,35 @@
+"""Device-side math shared by the kernels, written in core `tl` only.
+
+`tl` has no tanh that every backend (nvidia, amd, Intel) lowers the same way, so it is built
+from `tl.sigmoid`; every helper takes and returns float32 tensors.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tanh(x):
+    # tanh(x) = 2 * sigmoid(2x) - 1: saturates to +-1 without overflow (exp(-2x) -> inf gives 0).
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def soft_cap(scores, cap):
+    """`cap * tanh(scores / cap)`: Gemma-style attention logit soft-capping."""
+    return cap * tanh(scores / cap)
+
+
+@triton.jit
+def gated(gate, up, ACTIVATION: tl.constexpr):
+    """`act(gate) * up` for ACTIVATION "silu" or "gelu_tanh" (GELU's tanh approximation)."""
+    if ACTIVATION == "silu":
+        act = gate * tl.sigmoid(gate)
+    else:
+        inner = 0.7978845608028654 * (gate + 0.044715 * gate * gate * gate)  # sqrt(2 / pi)
+        act = 0.5 * gate * (1.0 + tanh(inner))
+    return act * up
+
+
+ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
+"""A config's `hidden_act` -> the ACTIVATION name `gated` takes."""
