@@ -100,6 +100,7 @@ class TokenizerManager:
         self.finish_observers: list[Callable[[dict[str, Any]], None]] = []
         """Called with each request's final `meta_info` (metrics, request logs)."""
         self._tasks: list[asyncio.Task] = []
+        self._max_token_chars = max((len(t) for t in tokenizer.get_vocab()), default=1)
 
     def start(self) -> None:
         self._tasks = [
@@ -110,7 +111,7 @@ class TokenizerManager:
     # -- requests ----------------------------------------------------------------------------
     def prepare(self, item: SingleInput) -> GenerateRequest:
         """Tokenizes and validates one prompt; raises InvalidRequestError for bad input."""
-        ids = item.input_ids if item.input_ids is not None else self.tokenizer.encode(item.text)
+        ids = item.input_ids if item.input_ids is not None else self._encode_within_context(item.text)
         vocab = self.info.vocab_size
         if any(t < 0 or t >= vocab for t in ids):
             raise InvalidRequestError(f"input_ids must lie in [0, {vocab})", "input_ids")
@@ -133,6 +134,24 @@ class TokenizerManager:
         return GenerateRequest(
             item.rid, list(ids), item.params.normalize(), lp, stream=item.stream, priority=item.priority
         )
+
+    def _encode_within_context(self, text: str) -> list[int]:
+        """`text`'s ids, refusing one that cannot fit the context before tokenizing all of it (a
+        client could otherwise hold the event loop for minutes): no token spans more characters
+        than the vocabulary's longest entry, so a text longer than `context_length + 1` such
+        tokens is first tokenized only that far; past the context there, it is refused. (Only
+        the tokens the cut splits can differ from the whole text's. A tokenizer that collapses
+        whitespace may make fewer tokens of the prefix; then the whole text is tokenized.)"""
+        context = self.info.context_length
+        reach = (context + 1) * self._max_token_chars
+        if len(text) > reach:
+            head = len(self.tokenizer.encode(text[:reach]))
+            if head > context:
+                raise InvalidRequestError(
+                    f"the prompt has over {context} tokens ({len(text)} characters); the context length is {context}",
+                    "text",
+                )
+        return self.tokenizer.encode(text)
 
     async def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
         """Yields cumulative outputs while streaming (single prompt, n == 1), else once: the

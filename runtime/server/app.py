@@ -2,7 +2,9 @@
 
 In order, for every request: a request id (the client's `X-Request-Id` or a new one) is set on
 the response; with `--api-key`, a missing or wrong key gets 401 before anything else is read;
-while draining (SIGTERM/SIGINT), new work gets 503. Errors become OpenAI-style bodies: bad
+while draining (SIGTERM/SIGINT), new work gets 503; a body over `--max-request-bytes` gets 413,
+from its Content-Length before any of it is read, or as soon as the bytes read pass the limit
+(a chunked body), so no handler parses or tokenizes it. Errors become OpenAI-style bodies: bad
 JSON or schema violations 400, `ApiError` its own status, anything else 500 (and a log line).
 """
 
@@ -30,8 +32,9 @@ from sglang.runtime.server.state import ServerState
 
 logger = logging.getLogger("sglang.server")
 
-OPEN_PATHS = ("/health", "/metrics")
-"""Probes and scrapes work without the API key, as load balancers and Prometheus expect."""
+OPEN_PATHS = frozenset({"/health", "/metrics"})
+"""Probes and scrapes work without the API key, as load balancers and Prometheus expect.
+(`/health_generate` is not among them: it runs a generation.)"""
 
 
 def _validation_message(error: RequestValidationError) -> tuple[str, str | None]:
@@ -96,12 +99,14 @@ class RequestFrame:
             await send(message)
 
         app: ASGIApp = self.app
-        if args.api_key and not path.startswith(OPEN_PATHS) and not _authorized(headers, args.api_key):
+        if args.api_key and path.rstrip("/") not in OPEN_PATHS and not _authorized(headers, args.api_key):
             app = error_response(ApiError(401, "missing or invalid API key"))
         elif self.state.draining and scope["method"] == "POST":
             app = error_response(ApiError(503, "the server is shutting down", headers={"Retry-After": "5"}))
+        elif _declared_length(headers) > args.max_request_bytes:
+            app = error_response(_too_large(args.max_request_bytes))
         try:
-            if not await _run_unless_client_leaves(app, scope, receive, send_with_id):
+            if not await _run_unless_client_leaves(app, scope, receive, send_with_id, args.max_request_bytes):
                 status = 499  # the client went away before the response began; its work was cancelled
         finally:
             if args.log_requests:
@@ -110,16 +115,36 @@ class RequestFrame:
                 )
 
 
-async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> bool:
+def _declared_length(headers: Headers) -> int:
+    try:
+        return int(headers.get("content-length", "0"))
+    except ValueError:
+        return 0  # uvicorn refuses a malformed Content-Length itself
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the request body is over {limit} bytes (--max-request-bytes)")
+
+
+async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive, send: Send, max_body: int) -> bool:
     """Runs `app`, cancelling it if the client disconnects after sending its body and before the
     response begins: a non-streaming handler's generation is then aborted (its KV freed) on any
     route. Once the response has begun, streaming responses watch for the disconnect themselves.
-    False if it was cancelled so."""
+    False if it was cancelled so. A body whose bytes pass `max_body` (one without a
+    Content-Length) stops being read: the handler is cancelled and the client gets 413."""
     body_read = asyncio.Event()
+    too_large = asyncio.Event()
     response_began = asyncio.Event()
+    received = 0
 
     async def tracking_receive() -> Message:
+        nonlocal received
         message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > max_body:
+                too_large.set()
+                await asyncio.Event().wait()  # until cancelled: the handler never sees the body
         if message["type"] != "http.request" or not message.get("more_body", False):
             body_read.set()
         return message
@@ -137,8 +162,16 @@ async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive
 
     handler = asyncio.ensure_future(app(scope, tracking_receive, tracking_send))
     watcher = asyncio.ensure_future(client_left_early())
+    overflow = asyncio.ensure_future(too_large.wait())
     try:
-        await asyncio.wait({handler, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({handler, watcher, overflow}, return_when=asyncio.FIRST_COMPLETED)
+        if overflow.done() and not handler.done():
+            handler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await handler
+            if not response_began.is_set():
+                await error_response(_too_large(max_body))(scope, receive, send)
+            return True
         if handler.done() or not watcher.result():
             await handler
             return True
@@ -148,6 +181,7 @@ async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive
         return False
     finally:
         watcher.cancel()
+        overflow.cancel()
         handler.cancel()
 
 

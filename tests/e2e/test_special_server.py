@@ -50,6 +50,7 @@ ONE_TOKEN = {"text": "Hi", "sampling_params": {"max_new_tokens": 1}}
         ("GET", "/get_model_info"),
         ("POST", "/flush_cache"),
         ("POST", "/abort_request"),
+        ("GET", "/health_generate"),  # it runs a generation: behind the key, unlike /health
     ],
 )
 def test_missing_key_is_401(anonymous: httpx.Client, method: str, path: str) -> None:
@@ -81,6 +82,7 @@ def test_right_key_and_open_probes(special: ServerProcess, anonymous: httpx.Clie
     with special.client() as client:
         out = client.post("/generate", json=ONE_TOKEN)
         assert out.status_code == 200 and out.json()["meta_info"]["completion_tokens"] == 1
+        assert client.get("/health_generate").status_code == 200
     # Probes and scrapes need no key, as load balancers and Prometheus expect.
     assert anonymous.get("/health").status_code == 200
     assert anonymous.get("/metrics").status_code == 200
