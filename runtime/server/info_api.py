@@ -39,8 +39,8 @@ async def server_info(request: Request) -> dict[str, Any]:
         "served_model_name": state.model_name,
         "context_length": info.context_length,
         "max_total_num_tokens": info.max_total_tokens,
-        # One scheduler process serves the whole model: no tensor or data parallelism here.
-        "tp_size": 1,
+        "tp_size": state.args.tp_size,
+        # Data parallelism is the routers' job here (several servers behind one): one rank each.
         "dp_size": 1,
         "device": info.device,
         "dtype": info.dtype,
