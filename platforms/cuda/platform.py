@@ -1,7 +1,8 @@
 """The cuda platform: NVIDIA GPUs through a CUDA build of torch.
 
-Kernels: the shared Triton family, then torch_native. A ROCm build of torch also reports CUDA
-devices through `torch.cuda`; `torch.version.hip` tells it apart, so it is checked first.
+Kernels: flashinfer (where importable), the shared Triton family, then torch_native. A ROCm
+build of torch also reports CUDA devices through `torch.cuda`; `torch.version.hip` tells it
+apart, so it is checked first.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class CudaPlatform(Platform):
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.bfloat16,
     )
-    kernel_families = ("triton", "torch_native")
+    kernel_families = ("flashinfer", "triton", "torch_native")
     kernel_tuning = {"triton": TritonTuning(num_warps=4, num_stages=2)}
     runtime_class = "sglang.platforms.cuda.runtime:CudaRuntime"
     distributed_backend = "nccl"

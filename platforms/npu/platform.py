@@ -1,8 +1,8 @@
 """The npu platform: Huawei Ascend NPUs through the `torch_npu` extension and HCCL.
 
 `torch_npu` claims torch's PrivateUse1 dispatch key under the name `npu` when imported, so it
-is imported before any `npu` device is named. Kernels: torch_native (torch_npu's fused ops
-come as their own family).
+is imported before any `npu` device is named. Kernels: torch_npu's fused operators, then
+torch_native.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class NpuPlatform(Platform):
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.bfloat16,
     )
-    kernel_families = ("torch_native",)
+    kernel_families = ("torch_npu", "torch_native")
     runtime_class = "sglang.platforms.npu.runtime:NpuRuntime"
     distributed_backend = "hccl"
 

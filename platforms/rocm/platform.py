@@ -2,8 +2,8 @@
 
 A HIP build serves its devices through torch's `cuda` device type and `torch.cuda` API, and
 RCCL through the `nccl` process-group backend (`init_process_group("rccl")` would fail), so
-those are the names declared here. Kernels: the shared Triton family (with an AMD occupancy
-hint), then torch_native.
+those are the names declared here. Kernels: AMD's aiter (where importable), the shared Triton
+family (with an AMD occupancy hint), then torch_native.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class RocmPlatform(Platform):
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.bfloat16,
     )
-    kernel_families = ("triton", "torch_native")
+    kernel_families = ("aiter", "triton", "torch_native")
     kernel_tuning = {"triton": TritonTuning(num_warps=4, num_stages=2, waves_per_eu=2)}
     runtime_class = "sglang.platforms.cuda.runtime:CudaRuntime"
     distributed_backend = "nccl"

@@ -20,8 +20,9 @@ class _PagedWrapper:
 
     kind = ""
 
-    def __init__(self, recorder: Recorder, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False,
-                 **buffers) -> None:  # fmt: skip
+    def __init__(
+        self, recorder: Recorder, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, **buffers
+    ) -> None:
         expect_tensor(float_workspace_buffer, "workspace", dtype=torch.uint8, ndim=1)
         expect(float_workspace_buffer.numel() == WORKSPACE_BYTES, "the workspace must be 128 MB")
         expect(kv_layout == "NHD", f"kv_layout {kv_layout!r}: the adapter's pages are NHD")
@@ -55,19 +56,42 @@ class _PagedWrapper:
         b["paged_kv_indptr_buffer"].copy_(indptr)
         b["paged_kv_indices_buffer"][: indices.numel()].copy_(indices)
         b["paged_kv_last_page_len_buffer"].copy_(last_page_len)
-        return {"indptr": b["paged_kv_indptr_buffer"], "indices": b["paged_kv_indices_buffer"],
-                "last": b["paged_kv_last_page_len_buffer"]}  # fmt: skip
+        return {
+            "indptr": b["paged_kv_indptr_buffer"],
+            "indices": b["paged_kv_indices_buffer"],
+            "last": b["paged_kv_last_page_len_buffer"],
+        }
 
-    def _plan_common(self, num_qo_heads, num_kv_heads, head_dim, page_size, sm_scale, window_left,
-                     logits_soft_cap, q_data_type, kv_data_type) -> dict:  # fmt: skip
-        for value, what in ((num_qo_heads, "num_qo_heads"), (num_kv_heads, "num_kv_heads"), (head_dim, "head_dim"),
-                            (page_size, "page_size")):  # fmt: skip
+    def _plan_common(
+        self,
+        num_qo_heads,
+        num_kv_heads,
+        head_dim,
+        page_size,
+        sm_scale,
+        window_left,
+        logits_soft_cap,
+        q_data_type,
+        kv_data_type,
+    ) -> dict:
+        for value, what in (
+            (num_qo_heads, "num_qo_heads"),
+            (num_kv_heads, "num_kv_heads"),
+            (head_dim, "head_dim"),
+            (page_size, "page_size"),
+        ):
             expect(isinstance(value, int) and value > 0, f"{what} must be a positive int")
         expect(isinstance(sm_scale, float), "sm_scale is passed explicitly")
         expect(isinstance(q_data_type, torch.dtype) and q_data_type == kv_data_type, "q/kv data types given")
         window = window_left + 1 if window_left >= 0 else None
-        return dict(heads=num_qo_heads, kv_heads=num_kv_heads, dim=head_dim, page_size=page_size,
-                    layer=layer_from(sm_scale, window, logits_soft_cap), dtype=q_data_type)  # fmt: skip
+        return dict(
+            heads=num_qo_heads,
+            kv_heads=num_kv_heads,
+            dim=head_dim,
+            page_size=page_size,
+            layer=layer_from(sm_scale, window, logits_soft_cap),
+            dtype=q_data_type,
+        )
 
     def run(self, q, paged_kv_cache):
         expect(self.planned is not None, "run before plan")
@@ -84,7 +108,9 @@ class _PagedWrapper:
         indptr, last = view["indptr"].tolist(), view["last"].tolist()
         rows = len(last)
         kv_lens = [(indptr[i + 1] - indptr[i] - 1) * p["page_size"] + last[i] for i in range(rows)]
-        slots = [token_slots(view["indices"][indptr[i] : indptr[i + 1]], p["page_size"], kv_lens[i]) for i in range(rows)]
+        slots = [
+            token_slots(view["indices"][indptr[i] : indptr[i + 1]], p["page_size"], kv_lens[i]) for i in range(rows)
+        ]
         extend = p["qo_lens"] if p["qo_lens"] is not None else [1] * rows
         expect(sum(extend) == q.shape[0], "q rows must match the planned query lengths")
         buffer = torch.stack([k_cache.flatten(0, 1), v_cache.flatten(0, 1)])
@@ -94,20 +120,59 @@ class _PagedWrapper:
 class BatchDecodeWithPagedKVCacheWrapper(_PagedWrapper):
     kind = "decode"
 
-    def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, use_tensor_cores=False,
-                 paged_kv_indptr_buffer=None, paged_kv_indices_buffer=None, paged_kv_last_page_len_buffer=None,
-                 *, recorder: Recorder) -> None:  # fmt: skip
-        super().__init__(recorder, float_workspace_buffer, kv_layout, use_cuda_graph,
-                         paged_kv_indptr_buffer=paged_kv_indptr_buffer, paged_kv_indices_buffer=paged_kv_indices_buffer,
-                         paged_kv_last_page_len_buffer=paged_kv_last_page_len_buffer)  # fmt: skip
+    def __init__(
+        self,
+        float_workspace_buffer,
+        kv_layout="NHD",
+        use_cuda_graph=False,
+        use_tensor_cores=False,
+        paged_kv_indptr_buffer=None,
+        paged_kv_indices_buffer=None,
+        paged_kv_last_page_len_buffer=None,
+        *,
+        recorder: Recorder,
+    ) -> None:
+        super().__init__(
+            recorder,
+            float_workspace_buffer,
+            kv_layout,
+            use_cuda_graph,
+            paged_kv_indptr_buffer=paged_kv_indptr_buffer,
+            paged_kv_indices_buffer=paged_kv_indices_buffer,
+            paged_kv_last_page_len_buffer=paged_kv_last_page_len_buffer,
+        )
 
-    def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size, *,
-             pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type=torch.float16,
-             kv_data_type=None, sm_scale=None, non_blocking=True) -> None:  # fmt: skip
+    def plan(
+        self,
+        indptr,
+        indices,
+        last_page_len,
+        num_qo_heads,
+        num_kv_heads,
+        head_dim,
+        page_size,
+        *,
+        pos_encoding_mode="NONE",
+        window_left=-1,
+        logits_soft_cap=None,
+        q_data_type=torch.float16,
+        kv_data_type=None,
+        sm_scale=None,
+        non_blocking=True,
+    ) -> None:
         expect(pos_encoding_mode == "NONE", "rotary is applied before attention")
         self._check_pages(indptr, indices, last_page_len, page_size)
-        common = self._plan_common(num_qo_heads, num_kv_heads, head_dim, page_size, sm_scale, window_left,
-                                   logits_soft_cap, q_data_type, kv_data_type)  # fmt: skip
+        common = self._plan_common(
+            num_qo_heads,
+            num_kv_heads,
+            head_dim,
+            page_size,
+            sm_scale,
+            window_left,
+            logits_soft_cap,
+            q_data_type,
+            kv_data_type,
+        )
         self.recorder.record("decode.plan", indptr=indptr.clone(), indices=indices.clone(), graph=self.graph)
         self.planned = {**common, "view": self._store(indptr, indices, last_page_len), "qo_lens": None}
 
@@ -118,19 +183,47 @@ class BatchPrefillWithPagedKVCacheWrapper(_PagedWrapper):
     def __init__(self, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False, *, recorder: Recorder) -> None:
         super().__init__(recorder, float_workspace_buffer, kv_layout, use_cuda_graph)
 
-    def plan(self, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads,
-             num_kv_heads, head_dim_qk, page_size, *, causal=False, sm_scale=None, window_left=-1,
-             logits_soft_cap=None, q_data_type=torch.float16, kv_data_type=None, non_blocking=True) -> None:  # fmt: skip
+    def plan(
+        self,
+        qo_indptr,
+        paged_kv_indptr,
+        paged_kv_indices,
+        paged_kv_last_page_len,
+        num_qo_heads,
+        num_kv_heads,
+        head_dim_qk,
+        page_size,
+        *,
+        causal=False,
+        sm_scale=None,
+        window_left=-1,
+        logits_soft_cap=None,
+        q_data_type=torch.float16,
+        kv_data_type=None,
+        non_blocking=True,
+    ) -> None:
         expect_tensor(qo_indptr, "qo_indptr", dtype=torch.int32, device_type="cpu", ndim=1)
         expect(qo_indptr.numel() == paged_kv_indptr.numel(), "qo_indptr and paged_kv_indptr differ in length")
         expect(causal is True, "extend attention is causal")
         self._check_pages(paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, page_size)
-        common = self._plan_common(num_qo_heads, num_kv_heads, head_dim_qk, page_size, sm_scale, window_left,
-                                   logits_soft_cap, q_data_type, kv_data_type)  # fmt: skip
+        common = self._plan_common(
+            num_qo_heads,
+            num_kv_heads,
+            head_dim_qk,
+            page_size,
+            sm_scale,
+            window_left,
+            logits_soft_cap,
+            q_data_type,
+            kv_data_type,
+        )
         qo_lens = (qo_indptr[1:] - qo_indptr[:-1]).tolist()
         self.recorder.record("prefill.plan", qo_lens=qo_lens, indptr=paged_kv_indptr.clone())
-        self.planned = {**common, "view": self._store(paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len),
-                        "qo_lens": qo_lens}  # fmt: skip
+        self.planned = {
+            **common,
+            "view": self._store(paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len),
+            "qo_lens": qo_lens,
+        }
 
 
 def build(recorder: Recorder) -> dict:
@@ -164,7 +257,9 @@ def build(recorder: Recorder) -> dict:
         expect_tensor(query, "query", ndim=2)
         expect_tensor(key, "key", ndim=2)
         expect_tensor(cos_sin_cache, "cos_sin_cache", dtype=torch.float32, ndim=2)
-        expect(query.shape[1] % head_size == 0 and key.shape[1] % head_size == 0, "query/key are [T, heads * head_size]")
+        expect(
+            query.shape[1] % head_size == 0 and key.shape[1] % head_size == 0, "query/key are [T, heads * head_size]"
+        )
         recorder.record("rope.apply_rope_with_cos_sin_cache_inplace", head_size=head_size, is_neox=is_neox)
         q = query.view(query.shape[0], -1, head_size)
         k = key.view(key.shape[0], -1, head_size)
@@ -172,8 +267,9 @@ def build(recorder: Recorder) -> dict:
         query.copy_(q_rot.reshape(query.shape))
         key.copy_(k_rot.reshape(key.shape))
 
-    def top_k_top_p_sampling_from_logits(logits, top_k, top_p, indices=None, deterministic=True, generator=None,
-                                         filter_apply_order="top_k_first"):  # fmt: skip
+    def top_k_top_p_sampling_from_logits(
+        logits, top_k, top_p, indices=None, deterministic=True, generator=None, filter_apply_order="top_k_first"
+    ):
         expect_tensor(logits, "logits", dtype=torch.float32, ndim=2)
         expect_tensor(top_k, "top_k", dtype=torch.int32, ndim=1)
         expect_tensor(top_p, "top_p", dtype=torch.float32, ndim=1)
@@ -190,9 +286,18 @@ def build(recorder: Recorder) -> dict:
     rope = module("flashinfer.rope", apply_rope_with_cos_sin_cache_inplace=apply_rope_with_cos_sin_cache_inplace)
     sampling = module("flashinfer.sampling", top_k_top_p_sampling_from_logits=top_k_top_p_sampling_from_logits)
     root = module(
-        "flashinfer", norm=norm, activation=activation, rope=rope, sampling=sampling,
+        "flashinfer",
+        norm=norm,
+        activation=activation,
+        rope=rope,
+        sampling=sampling,
         BatchDecodeWithPagedKVCacheWrapper=wrapper(BatchDecodeWithPagedKVCacheWrapper),
         BatchPrefillWithPagedKVCacheWrapper=wrapper(BatchPrefillWithPagedKVCacheWrapper),
-    )  # fmt: skip
-    return {"flashinfer": root, "flashinfer.norm": norm, "flashinfer.activation": activation,
-            "flashinfer.rope": rope, "flashinfer.sampling": sampling}  # fmt: skip
+    )
+    return {
+        "flashinfer": root,
+        "flashinfer.norm": norm,
+        "flashinfer.activation": activation,
+        "flashinfer.rope": rope,
+        "flashinfer.sampling": sampling,
+    }

@@ -31,8 +31,9 @@ def expect(condition: bool, message: str) -> None:
         raise ContractError(message)
 
 
-def expect_tensor(value: object, what: str, dtype: torch.dtype | None = None, device_type: str | None = None,
-                  ndim: int | None = None) -> torch.Tensor:  # fmt: skip
+def expect_tensor(
+    value: object, what: str, dtype: torch.dtype | None = None, device_type: str | None = None, ndim: int | None = None
+) -> torch.Tensor:
     expect(isinstance(value, torch.Tensor), f"{what}: expected a tensor, got {type(value).__name__}")
     if dtype is not None:
         expect(value.dtype == dtype, f"{what}: dtype {value.dtype}, the contract wants {dtype}")
@@ -64,8 +65,9 @@ def module(name: str, **attributes: object) -> types.ModuleType:
 
 
 @contextmanager
-def installed(monkeypatch: pytest.MonkeyPatch, modules: dict[str, types.ModuleType],
-              adapter_package: str) -> Iterator[None]:  # fmt: skip
+def installed(
+    monkeypatch: pytest.MonkeyPatch, modules: dict[str, types.ModuleType], adapter_package: str
+) -> Iterator[None]:
     """Puts the stand-in modules in `sys.modules` and makes the adapter modules import afresh
     against them; afterwards neither stays (the next import sees the machine's real state)."""
 
@@ -88,12 +90,20 @@ def token_slots(pages: torch.Tensor, page_size: int, length: int) -> torch.Tenso
     return (pages.long()[:, None] * page_size + torch.arange(page_size)).flatten()[:length]
 
 
-def reference_attention(q: torch.Tensor, kv_buffer: torch.Tensor, seq_lens: list[int], extend_lens: list[int],
-                        slots: list[torch.Tensor], layer: AttentionLayer) -> torch.Tensor:  # fmt: skip
+def reference_attention(
+    q: torch.Tensor,
+    kv_buffer: torch.Tensor,
+    seq_lens: list[int],
+    extend_lens: list[int],
+    slots: list[torch.Tensor],
+    layer: AttentionLayer,
+) -> torch.Tensor:
     """Our reference over token-level slots of a `[2, slots, Hk, D]` buffer already holding every
     K/V (so its store rewrites what is there)."""
     heads, kv_heads, dim = q.shape[1], kv_buffer.shape[2], q.shape[2]
-    inputs = AttentionInputs(tuple(seq_lens), tuple(extend_lens), torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long))
+    inputs = AttentionInputs(
+        tuple(seq_lens), tuple(extend_lens), torch.cat(slots) if slots else torch.zeros(0, dtype=torch.long)
+    )
     reference = ReferenceAttention(heads, kv_heads, dim, q.dtype, q.device)
     meta = reference.plan(inputs)
     new = meta.new_slots

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sglang.ops.selection import Candidate
 
-from . import flashinfer_standin
+from . import aiter_standin, flashinfer_standin, torch_npu_standin, xpu_standin
 
 
 def _always(candidate: Candidate, case, args) -> bool:
@@ -17,6 +17,21 @@ def _always(candidate: Candidate, case, args) -> bool:
 def _sampling_may_fall_back(candidate: Candidate, case, args) -> bool:
     """Sampling adapters take the reference for rows the vendor cannot serve (seeds, min-p)."""
     return candidate.op == "sample"
+
+
+def _moe_gelu(candidate: Candidate, case, args) -> bool:
+    """AITER's MoE adapter sends SiLU experts only; others take the reference."""
+    return candidate.op == "moe_experts" and args[-1] != "silu"
+
+
+def _npu_pages(candidate: Candidate, case, args) -> bool:
+    """The NPU's blocks hold a multiple of 16 tokens: page size 1 is never handed to it."""
+    return case.page_size in (None, 16)
+
+
+def _softcap(candidate: Candidate, case, args) -> bool:
+    """The NPU operator has no logit soft-cap: those layers take the reference."""
+    return "softcap" in case.name
 
 
 @dataclass(frozen=True)
@@ -30,4 +45,9 @@ class VendorSpec:
 
 VENDORS: dict[str, VendorSpec] = {
     "flashinfer": VendorSpec(flashinfer_standin.build, "sglang.platforms.kernels.flashinfer"),
+    "aiter": VendorSpec(aiter_standin.build, "sglang.platforms.kernels.aiter", may_skip_vendor=_moe_gelu),
+    "torch_npu": VendorSpec(
+        torch_npu_standin.build, "sglang.platforms.kernels.torch_npu", serves=_npu_pages, may_skip_vendor=_softcap
+    ),
+    "xpu": VendorSpec(xpu_standin.build, "sglang.platforms.kernels.xpu"),
 }

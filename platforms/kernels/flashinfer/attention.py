@@ -52,8 +52,9 @@ class FlashInferMetadata(AttentionMetadata):
 
 
 class FlashInferAttention(AttentionBackend):
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
-                 device: torch.device) -> None:  # fmt: skip
+    def __init__(
+        self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device
+    ) -> None:
         super().__init__(num_heads, num_kv_heads, head_dim, dtype, device)
         self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
         self._static: dict[str, torch.Tensor] = {}
@@ -79,15 +80,19 @@ class FlashInferAttention(AttentionBackend):
 
     def _plan_wrapper(self, meta: FlashInferMetadata, key: LayerKey, wrapper: object) -> object:
         scale, window_left, softcap = key
-        common = dict(window_left=window_left, logits_soft_cap=softcap, sm_scale=scale,
-                      q_data_type=self.dtype, kv_data_type=self.dtype)  # fmt: skip
+        common = dict(
+            window_left=window_left,
+            logits_soft_cap=softcap,
+            sm_scale=scale,
+            q_data_type=self.dtype,
+            kv_data_type=self.dtype,
+        )
         pages = meta.pages
         shape = (self.num_heads, self.num_kv_heads, self.head_dim, self.page_size)
         if meta.decode:
             wrapper.plan(pages.indptr, meta.indices, pages.last_page_len, *shape, pos_encoding_mode="NONE", **common)
         else:
-            wrapper.plan(meta.qo_indptr, pages.indptr, meta.indices, pages.last_page_len, *shape,
-                         causal=True, **common)  # fmt: skip
+            wrapper.plan(meta.qo_indptr, pages.indptr, meta.indices, pages.last_page_len, *shape, causal=True, **common)
         return wrapper
 
     def _new_wrapper(self, decode: bool) -> object:
@@ -103,8 +108,10 @@ class FlashInferAttention(AttentionBackend):
             wrapper = self._graph_wrapper(metadata.bucket) if metadata.bucket else self._new_wrapper(metadata.decode)
             metadata.wrappers[key] = self._plan_wrapper(metadata, key, wrapper)
         pages = kv_buffer.shape[1] // self.page_size
-        paged = (kv_buffer[0].view(pages, self.page_size, self.num_kv_heads, self.head_dim),
-                 kv_buffer[1].view(pages, self.page_size, self.num_kv_heads, self.head_dim))  # fmt: skip
+        paged = (
+            kv_buffer[0].view(pages, self.page_size, self.num_kv_heads, self.head_dim),
+            kv_buffer[1].view(pages, self.page_size, self.num_kv_heads, self.head_dim),
+        )
         if not q.shape[0]:
             return torch.empty_like(q), kv_buffer
         # Rows with no new token were left out of the plan; they own no packed query rows.
@@ -126,15 +133,18 @@ class FlashInferAttention(AttentionBackend):
     def _graph_wrapper(self, batch: int) -> object:
         s = self._static
         return flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-            self.workspace, "NHD", use_cuda_graph=True,
+            self.workspace,
+            "NHD",
+            use_cuda_graph=True,
             paged_kv_indptr_buffer=s["indptr"][: batch + 1],
             paged_kv_indices_buffer=s["indices"],
             paged_kv_last_page_len_buffer=s["last_page_len"][:batch],
-        )  # fmt: skip
+        )
 
     def capture_metadata(self, batch: int) -> FlashInferMetadata:
-        padding = AttentionInputs(seq_lens=(1,) * batch, extend_lens=(1,) * batch,
-                                  kv_slots=torch.zeros(batch, dtype=torch.int64))  # fmt: skip
+        padding = AttentionInputs(
+            seq_lens=(1,) * batch, extend_lens=(1,) * batch, kv_slots=torch.zeros(batch, dtype=torch.int64)
+        )
         meta = self.plan(padding)
         meta.new_slots = self._static["new_slots"][:batch]
         meta.bucket = batch

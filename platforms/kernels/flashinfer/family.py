@@ -16,8 +16,9 @@ _HALF = frozenset({torch.float16, torch.bfloat16})
 _ANY_FLOAT = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _CAPABILITY = (7, 5)
 _ELEMENTWISE = Requirements(dtypes=_HALF, packages=("flashinfer",), min_capability=_CAPABILITY)
-_ATTENTION = Requirements(dtypes=_HALF, head_dims=frozenset({64, 128, 256}), packages=("flashinfer",),
-                          min_capability=(8, 0))  # fmt: skip
+_ATTENTION = Requirements(
+    dtypes=_HALF, head_dims=frozenset({64, 128, 256}), packages=("flashinfer",), min_capability=(8, 0)
+)
 _SAMPLING = Requirements(dtypes=_ANY_FLOAT, packages=("flashinfer",), min_capability=_CAPABILITY)
 
 

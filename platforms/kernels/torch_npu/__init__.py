@@ -1,0 +1,1 @@
+"""The torch_npu kernel family: Ascend fused operators through `torch_npu`."""

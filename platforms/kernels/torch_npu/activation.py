@@ -1,0 +1,11 @@
+"""SiLU-and-mul through `torch_npu.npu_swiglu`: SiLU of the first half times the second half of
+the last dimension, which is our `[gate | up]` layout."""
+
+from __future__ import annotations
+
+import torch
+import torch_npu
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    return torch_npu.npu_swiglu(x, dim=-1)

@@ -1,0 +1,33 @@
+"""The torch_npu family: Ascend NPU fused operators exposed by `torch_npu`.
+
+`npu_fused_infer_attention_score` reads paged KV through a block table with host sequence
+lengths; its blocks hold a multiple of 16 tokens (up to 512), its inputs are fp16/bf16 and head
+dims are multiples of 16 up to 512.
+"""
+
+import torch
+
+from sglang.ops.selection import Candidate, Requirements
+from sglang.platforms.kernels.registry import KernelFamily
+
+_HERE = "sglang.platforms.kernels.torch_npu"
+_HALF = frozenset({torch.float16, torch.bfloat16})
+_FLOATS = frozenset({torch.float32, *_HALF})
+_ELEMENTWISE = Requirements(dtypes=_FLOATS, packages=("torch_npu",))
+_ATTENTION = Requirements(
+    dtypes=_HALF,
+    head_dims=frozenset(range(16, 513, 16)),
+    page_sizes=frozenset(range(16, 513, 16)),
+    packages=("torch_npu",),
+)
+
+FAMILY = KernelFamily(
+    name="torch_npu",
+    description="torch_npu: fused infer attention over a block table, npu_rms_norm, npu_add_rms_norm, npu_swiglu",
+    candidates=(
+        Candidate("attention_backend", "torch_npu", f"{_HERE}.attention:NpuAttention", requires=_ATTENTION),
+        Candidate("rms_norm", "torch_npu", f"{_HERE}.norm:rms_norm", requires=_ELEMENTWISE),
+        Candidate("fused_add_rms_norm", "torch_npu", f"{_HERE}.norm:fused_add_rms_norm", requires=_ELEMENTWISE),
+        Candidate("silu_and_mul", "torch_npu", f"{_HERE}.activation:silu_and_mul", requires=_ELEMENTWISE),
+    ),
+)
