@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cached_property
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -25,6 +25,12 @@ from sglang.ops.collectives import Communicator, SingleProcessCommunicator, Torc
 from sglang.ops.selection import Candidate, OpTable, Requirements, SelectionContext, select
 from sglang.platforms.device_runtime import DeviceRuntime
 from sglang.platforms.kernels.registry import family
+
+if TYPE_CHECKING:
+    from sglang.ops.attention import AttentionBackend
+    from sglang.runtime.batch_buckets import BucketPolicy
+    from sglang.runtime.models.decoder import DecoderForCausalLM
+    from sglang.runtime.step_executor import StepExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +215,14 @@ class Platform(ABC):
         if dist.is_initialized() and dist.get_world_size() > 1:
             return TorchDistributedCommunicator()
         return SingleProcessCommunicator()
+
+    def step_executor(
+        self, model: DecoderForCausalLM, backend: AttentionBackend, buckets: BucketPolicy | None
+    ) -> StepExecutor | None:
+        """What runs the model runner's steps, or None for the runner's own (eager steps, and decode
+        graphs where the runtime has them). A platform whose steps are compiled functions of their
+        inputs (tpu: jitted JAX) returns its executor here; `buckets` bounds its batch shapes."""
+        return None
 
     # Checks -----------------------------------------------------------------------------------
 

@@ -66,14 +66,20 @@ class ModelRunner:
         self.num_slots = num_slots
         self.attn_backend = backend or attention_backend_for(model, platform)
         shape = self.attn_backend.kv_buffer_shape(num_slots)
-        self.kv_buffers = [torch.zeros(shape, dtype=model.dtype, device=self.device) for _ in range(config.num_layers)]
+        # A platform that runs steps its own way (jitted functional steps) owns their buffers too.
+        self.executor = platform.step_executor(model, self.attn_backend, graph_buckets)
+        if self.executor is not None:
+            self.kv_buffers = self.executor.allocate_kv(shape, model.dtype, config.num_layers)
+        else:
+            layers = range(config.num_layers)
+            self.kv_buffers = [torch.zeros(shape, dtype=model.dtype, device=self.device) for _ in layers]
         logger.info(
             "KV cache: %d slots x %d layers, %.1f MiB",
             num_slots,
             config.num_layers,
             num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
         )
-        self.graph_runner = self._graph_runner(graph_buckets)
+        self.graph_runner = self._graph_runner(graph_buckets) if self.executor is None else None
 
     def _graph_runner(self, policy: BucketPolicy | None) -> GraphRunner | None:
         if policy is None:
@@ -93,6 +99,9 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, step: StepInputs) -> torch.Tensor:
         """Float32 logits `[len(step.logit_rows), vocab]`; the step's K/V are written to the cache."""
+        if self.executor is not None:
+            logits, self.kv_buffers = self.executor.run(step, self.kv_buffers)
+            return logits
         bucket = self.graph_runner.bucket_for(step.attention) if self.graph_runner is not None else None
         if bucket is not None:
             logits, self.kv_buffers = self.graph_runner.run(

@@ -1,29 +1,36 @@
-"""The tpu platform: the same torch models run on JAX arrays through torchax.
+"""The tpu platform: the same torch models run on JAX through torchax, as jitted steps.
 
-torchax claims torch's PrivateUse1 dispatch key under the name `jax` when imported, so it is
-imported before any `jax` device is named. JAX buffers are immutable and donated under jit, so
-KV writes hand back a new buffer, which callers always keep. Every op runs its reference until
-the jax family exists.
+Runtime-side tensors (batches, logits, the torch module that is the model's program) stay on the
+host; the step executor (`jit_step`) holds the weights and KV buffers as JAX arrays and runs each
+step as one jitted function of them, the KV buffers donated and replaced by the written ones.
+The platform runs on a TPU, or on XLA:CPU when `JAX_PLATFORMS=cpu` (labelled so everywhere).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+from collections.abc import Mapping, Sequence
 
 import torch
 
-from sglang.platforms.base import Availability, Capabilities, Platform
+from sglang.ops.selection import OpTable
+from sglang.platforms.base import Availability, Capabilities, ModelFacts, Platform
+from sglang.platforms.tpu.backend import JAX_PLATFORMS_ENV, backend_label, tpu_devices, xla_cpu_requested
 
 
 class TpuPlatform(Platform):
     name = "tpu"
-    device_type = "jax"
-    dispatch_key = "PrivateUse1"
+    # The runtime's tensors are host tensors; JAX arrays live inside the step executor.
+    device_type = "cpu"
+    dispatch_key = "CPU"
     capabilities = Capabilities(
         # TPUs compute bf16 natively; fp16 is not a TPU type.
         dtypes=frozenset({torch.float32, torch.bfloat16}),
         default_dtype=torch.bfloat16,
     )
+    kernel_families = ("jax",)
+    runtime_class = "sglang.platforms.tpu.runtime:TpuRuntime"
     # Collectives are XLA's, issued through JAX, not a torch.distributed backend.
     distributed_backend = "xla"
 
@@ -31,19 +38,33 @@ class TpuPlatform(Platform):
     def availability(cls) -> Availability:
         for package in ("jax", "torchax"):
             if importlib.util.find_spec(package) is None:
-                return Availability.no(f"{package} is not installed")
+                return Availability.no(f"{package} is not installed (pip install 'sglang-hal[tpu]')")
+        if xla_cpu_requested():
+            return Availability.yes()
         try:
-            import jax
-
-            devices = jax.devices("tpu")
+            devices = tpu_devices()
         except Exception as exc:  # jax raises RuntimeError naming the backends it did find
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return Availability.no(f"no TPU device visible ({first_line})")
-        if not devices:
-            return Availability.no("no TPU device visible")
-        return Availability.yes()
+            return Availability.no(
+                f"no TPU device visible ({first_line}); {JAX_PLATFORMS_ENV}=cpu runs the tpu platform on XLA:CPU"
+            )
+        return Availability.yes() if devices else Availability.no("no TPU device visible")
 
-    def device(self, index: int = 0) -> torch.device:
-        import torchax  # noqa: F401  (registers the `jax` device type)
+    def describe(self) -> str:
+        return backend_label() if self.is_available() else f"{self.name} (unavailable)"
 
-        return super().device(index)
+    def select_ops(
+        self,
+        facts: ModelFacts,
+        overrides: Mapping[str, str] | None = None,
+        force_reference: bool | None = None,
+        assume_missing: Sequence[str] = (),
+    ) -> OpTable:
+        """The base table, headed by the backend it runs on (`tpu platform on XLA:CPU`)."""
+        table = super().select_ops(facts, overrides, force_reference, assume_missing)
+        return table if table.header else dataclasses.replace(table, header=self.describe())
+
+    def step_executor(self, model, backend, buckets):
+        from sglang.platforms.tpu.jit_step import JitStepExecutor
+
+        return JitStepExecutor(model, backend, buckets, self.describe())

@@ -1,0 +1,27 @@
+"""The jax family: kernels in jax.numpy for the tpu platform (through torchax), Pallas on a TPU.
+
+The jax.numpy kernels run wherever JAX does (a TPU, or XLA:CPU for the tpu platform's runs
+on machines without one). The Pallas kernel needs a TPU: it requires `libtpu`, the package a TPU
+host has, and is never run in Pallas' interpreter (tpu-inference's kernel does not run there).
+"""
+
+from sglang.ops.selection import Candidate, Requirements
+from sglang.platforms.kernels.registry import KernelFamily
+
+_HERE = "sglang.platforms.kernels.jax"
+_JAX = ("jax", "torchax")
+
+FAMILY = KernelFamily(
+    name="jax",
+    description="jax.numpy ragged paged attention (tpu-inference's contract); Pallas on a TPU",
+    candidates=(
+        Candidate(
+            "attention_backend",
+            "jax",
+            f"{_HERE}.pallas_attention:PallasRaggedAttention",
+            Requirements(packages=(*_JAX, "libtpu"), head_dims=frozenset({128, 256})),
+            priority=1,
+        ),
+        Candidate("attention_backend", "jax", f"{_HERE}.attention:RaggedPagedAttention", Requirements(packages=_JAX)),
+    ),
+)

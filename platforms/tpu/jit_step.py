@@ -1,0 +1,188 @@
+"""The tpu platform's steps: one jitted JAX function per padded batch shape, over donated KV.
+
+The torch decoder is traced, unchanged, by torchax into a JAX function of (weights, KV buffers,
+token ids, positions, the ragged attention contract, logit rows): `torch.func.functional_call`
+substitutes the weights, held as JAX arrays. Each distinct `StepShape` is lowered and compiled
+once (ahead of time, so its compile time is measured and a failure is confined to that shape);
+JAX's persistent compilation cache makes a second start skip XLA's compile.
+
+Shapes are padded to buckets so compilations stay few: sequences to the runner's `BucketPolicy`
+(the one graph capture and compiled decode use), tokens, KV pages and logit rows to powers of
+two. Padded tokens are token 0 at position 0 of no sequence; the attention kernel writes their
+K/V into page 0 (the padding page) and their logits are never returned.
+
+Invariants: the KV buffers passed to a step are donated (invalid afterwards) and replaced by the
+ones it returns; a shape that failed to compile fails again at once, never recompiles.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from sglang.ops.attention import AttentionInputs
+from sglang.platforms.kernels.jax.attention import RaggedShape, pack_contract
+from sglang.platforms.tpu.backend import enable_persistent_cache, xla_cpu_requested
+from sglang.platforms.tpu.torchax_compat import import_torchax
+from sglang.runtime.batch_buckets import BucketPolicy
+from sglang.runtime.forward_context import ForwardContext
+from sglang.runtime.step_executor import StepError
+
+logger = logging.getLogger(__name__)
+
+TOKEN_BUCKETS = BucketPolicy(tuple(2**i for i in range(4, 15)))
+"""Tokens of a step with prefill rows (16 .. 16384); a pure decode step has one per sequence."""
+MIN_KV_TOKENS = 256
+"""Every sequence's KV pages cover at least this many tokens: short sequences share one shape."""
+DEFAULT_SEQ_BUCKETS = BucketPolicy.up_to(64)
+
+
+def bucket(policy: BucketPolicy, n: int) -> int:
+    """The policy's bucket for `n`, or the next power of two past its largest."""
+    return policy.bucket_for(n) or 1 << (n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class StepShape:
+    tokens: int
+    ragged: RaggedShape
+    rows: int
+
+    def __str__(self) -> str:
+        r = self.ragged
+        return f"tokens={self.tokens} seqs={r.num_seqs} pages/seq={r.pages_per_seq} q={r.max_q_len} rows={self.rows}"
+
+
+@dataclass(frozen=True)
+class CompileRecord:
+    shape: StepShape
+    trace_s: float
+    compile_s: float
+    error: str | None = None
+
+
+class _Step(nn.Module):
+    """The model's forward and logits as one module call, so `functional_call` covers both."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, positions, ctx: ForwardContext, rows) -> torch.Tensor:
+        return self.model.compute_logits(self.model(ids, positions, ctx)[rows])
+
+
+class JitStepExecutor:
+    def __init__(self, model, backend, buckets: BucketPolicy | None, label: str) -> None:
+        import jax
+
+        self.torchax = import_torchax()
+        self.cache_dir = enable_persistent_cache()
+        self.label = label
+        self.backend = backend
+        self.page_size = backend.page_size
+        self.seq_buckets = buckets or DEFAULT_SEQ_BUCKETS
+        self.step_module = _Step(model)
+        self.device = jax.devices()[0]
+        # Tied weights appear once; functional_call ties them again.
+        named = {**dict(self.step_module.named_parameters()), **dict(self.step_module.named_buffers())}
+        self.weights = {name: self._to_jax(t) for name, t in named.items()}
+        self.compiled: dict[StepShape, object] = {}
+        self.failed: dict[StepShape, str] = {}
+        self.records: list[CompileRecord] = []
+        logger.info("%s: %d weight arrays on %s; compilation cache %s", label, len(self.weights), self.device,
+                    self.cache_dir)  # fmt: skip
+
+    def _to_jax(self, tensor: torch.Tensor):
+        import jax
+
+        array = jax.dlpack.from_dlpack(tensor.detach().contiguous())  # zero-copy on XLA:CPU
+        return array if xla_cpu_requested() else jax.device_put(array, self.device)
+
+    def _wrap(self, array) -> torch.Tensor:
+        return self.torchax.tensor.Tensor(array, self.torchax.default_env())
+
+    def allocate_kv(self, shape: tuple[int, ...], dtype: torch.dtype, num_layers: int) -> list[torch.Tensor]:
+        import jax.numpy as jnp
+
+        jax_dtype = jnp.bfloat16 if dtype == torch.bfloat16 else jnp.dtype(str(dtype).removeprefix("torch."))
+        return [self._wrap(jnp.zeros(shape, jax_dtype, device=self.device)) for _ in range(num_layers)]
+
+    def shape_for(self, inputs: AttentionInputs, num_rows: int) -> StepShape:
+        seqs = bucket(self.seq_buckets, len(inputs.seq_lens))
+        pages = -(-max(max(inputs.seq_lens), MIN_KV_TOKENS) // self.page_size)
+        pages = 1 << (pages - 1).bit_length()
+        if inputs.is_decode:
+            tokens, max_q = seqs, 1
+        else:
+            tokens = bucket(TOKEN_BUCKETS, sum(inputs.extend_lens))
+            max_q = tokens
+        rows = seqs if num_rows <= seqs else tokens
+        return StepShape(tokens, RaggedShape(seqs, pages, max_q), rows)
+
+    def _function(self, max_q_len: int):
+        import jax
+
+        backend, module = self.backend, self.step_module
+
+        def step(weights, kv_buffers, ids, positions, contract, rows):
+            with torch.inference_mode(False), torch.no_grad():
+                ctx = ForwardContext(backend, backend.metadata(contract, max_q_len), list(kv_buffers))
+                logits = torch.func.functional_call(module, weights, (ids, positions, ctx, rows))
+            return logits, ctx.kv_buffers
+
+        return jax.jit(self.torchax.interop.jax_view(step), donate_argnums=(1,))
+
+    def _compile(self, shape: StepShape, args: tuple) -> object:
+        started = time.perf_counter()
+        lowered = self._function(shape.ragged.max_q_len).lower(*args)
+        traced = time.perf_counter()
+        compiled = lowered.compile()
+        record = CompileRecord(shape, traced - started, time.perf_counter() - traced)
+        self.records.append(record)
+        logger.info("%s: compiled step %s (trace %.2f s, compile %.2f s; %d shapes)", self.label, shape,
+                    record.trace_s, record.compile_s, len(self.records))  # fmt: skip
+        return compiled
+
+    def run(self, step, kv_buffers: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        import jax.numpy as jnp
+
+        inputs = step.attention
+        num_rows = step.logit_rows.numel()
+        shape = self.shape_for(inputs, num_rows)
+        if shape in self.failed:
+            raise StepError(self.failed[shape])
+        contract = pack_contract(inputs, self.page_size, shape.ragged)
+        args = (
+            self.weights,
+            [b.jax() for b in kv_buffers],
+            jnp.asarray(_padded(step.input_ids, shape.tokens)),
+            jnp.asarray(_padded(step.positions, shape.tokens)),
+            {k: jnp.asarray(v) for k, v in contract.items()},
+            jnp.asarray(_padded(step.logit_rows, shape.rows)),
+        )
+        compiled = self.compiled.get(shape)
+        if compiled is None:
+            try:
+                compiled = self._compile(shape, args)
+            except Exception as exc:  # any failure of this one shape; the server keeps serving others
+                message = f"{self.label}: the step of shape {shape} failed to compile: {type(exc).__name__}: {exc}"
+                self.records.append(CompileRecord(shape, 0.0, 0.0, message))
+                self.failed[shape] = message.splitlines()[0]
+                logger.error("%s", message)
+                raise StepError(self.failed[shape]) from exc
+            self.compiled[shape] = compiled
+        logits, new_kv = compiled(*args)
+        return torch.from_numpy(np.array(logits[:num_rows])), [self._wrap(b) for b in new_kv]
+
+
+def _padded(values: torch.Tensor, size: int) -> np.ndarray:
+    """`values` as int32, zero-padded to `size` entries."""
+    out = np.zeros(size, np.int32)
+    out[: values.numel()] = values.numpy()
+    return out
