@@ -2,7 +2,9 @@
 
 `plan` turns the token-level contract (`seq_lens`, `extend_lens`, `kv_slots`) into device
 tensors once per step; every layer's `forward` reuses them and launches without reading
-anything back to the host, so a later graph capture can refill the same tensors in place.
+anything back to the host. Graph capture of decode buckets hands out views of static buffers
+(`capture_metadata`) that `replay_metadata` refills in place: a decode bucket's work lists are
+shape-static (one decode row per sequence, no extend block), so only their contents change.
 Sequences with one new token go to the split-KV decode kernel, the others to the extend
 kernel (decodes may sit anywhere in the batch); sequences with no new token are skipped.
 The KV buffer keeps the reference layout `[2, num_slots, Hk, D]`.
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import triton
 
-from sglang.ops.attention import AttentionBackend, AttentionInputs, AttentionLayer, AttentionMetadata
+from sglang.ops.attention import AttentionBackend, AttentionInputs, AttentionLayer, AttentionMetadata, CaptureLimits
 from sglang.platforms.kernels.triton.decode_attention import decode_merge_kernel, decode_split_kernel
 from sglang.platforms.kernels.triton.extend_attention import extend_kernel
 from sglang.platforms.kernels.triton.kv_store import store_kv
@@ -25,8 +27,8 @@ MIN_DOT = 16
 """GPUs reject `tl.dot` operands with a dimension under 16."""
 
 
-def _device_ints(values: list[int], device: torch.device) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.int32).to(device)
+def _ints(values: list[int] | tuple[int, ...]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.int32)
 
 
 @dataclass
@@ -64,28 +66,66 @@ class TritonAttention(AttentionBackend):
         self.tuning = resolve(tuning)
         self.group = num_heads // num_kv_heads
         self.block_d = max(MIN_DOT, triton.next_power_of_2(head_dim))
+        self._static: dict[str, torch.Tensor] = {}
+        """Capture buffers (`init_capture`): every bucket's metadata is a view of them."""
+
+    def _host_tables(self, inputs: AttentionInputs) -> dict[str, torch.Tensor]:
+        """The metadata's index tensors, built on the host (scratch excluded)."""
+        decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
+        block_m = self.tuning.extend_block_m
+        blocks = [(i, row) for i, e in enumerate(inputs.extend_lens) if e > 1 for row in range(0, e, block_m)]
+        return {
+            "new_slots": inputs.new_slots().long(),
+            "kv_slots": inputs.kv_slots.long(),
+            "q_start": _ints(inputs.q_starts[:-1]),
+            "extend_len": _ints(inputs.extend_lens),
+            "kv_start": _ints(inputs.kv_starts[:-1]),
+            "seq_len": _ints(inputs.seq_lens),
+            "decode_seqs": _ints(decode),
+            "block_seq": _ints([seq for seq, _ in blocks]),
+            "block_row": _ints([row for _, row in blocks]),
+        }
+
+    def _scratch(self, rows: int) -> dict[str, torch.Tensor]:
+        splits = self.tuning.decode_kv_splits
+        options = dict(dtype=torch.float32, device=self.device)
+        return {
+            "partial_out": torch.empty(rows, self.num_heads, splits, self.head_dim, **options),
+            "partial_lse": torch.empty(rows, self.num_heads, splits, **options),
+        }
 
     def plan(self, inputs: AttentionInputs) -> TritonAttentionMetadata:
-        block_m = self.tuning.extend_block_m
-        decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
-        blocks = [(i, row) for i, e in enumerate(inputs.extend_lens) if e > 1 for row in range(0, e, block_m)]
-        splits = self.tuning.decode_kv_splits
-        dev = self.device
-        scratch = dict(dtype=torch.float32, device=dev)
-        return TritonAttentionMetadata(
-            inputs=inputs,
-            new_slots=inputs.new_slots().to(dev),
-            kv_slots=inputs.kv_slots.to(dev, torch.int64),
-            q_start=_device_ints(list(inputs.q_starts[:-1]), dev),
-            extend_len=_device_ints(list(inputs.extend_lens), dev),
-            kv_start=_device_ints(list(inputs.kv_starts[:-1]), dev),
-            seq_len=_device_ints(list(inputs.seq_lens), dev),
-            decode_seqs=_device_ints(decode, dev),
-            partial_out=torch.empty(len(decode), self.num_heads, splits, self.head_dim, **scratch),
-            partial_lse=torch.empty(len(decode), self.num_heads, splits, **scratch),
-            block_seq=_device_ints([seq for seq, _ in blocks], dev),
-            block_row=_device_ints([row for _, row in blocks], dev),
-        )
+        tables = {name: t.to(self.device) for name, t in self._host_tables(inputs).items()}
+        return TritonAttentionMetadata(inputs=inputs, **tables, **self._scratch(len(tables["decode_seqs"])))
+
+    def init_capture(self, limits: CaptureLimits) -> str | None:
+        rows = limits.max_batch
+        ints = dict(dtype=torch.int32, device=self.device)
+        self._static = {
+            "new_slots": torch.zeros(rows, dtype=torch.int64, device=self.device),
+            "kv_slots": torch.zeros(limits.num_slots + rows, dtype=torch.int64, device=self.device),
+            **{name: torch.zeros(rows, **ints) for name in ("q_start", "extend_len", "kv_start", "seq_len")},
+            "decode_seqs": torch.arange(rows, **ints),
+            "block_seq": torch.zeros(0, **ints),
+            "block_row": torch.zeros(0, **ints),
+            **self._scratch(rows),
+        }
+        return None
+
+    def capture_metadata(self, batch: int) -> TritonAttentionMetadata:
+        """Views of the static buffers for `batch` decode rows; `kv_slots` is the whole buffer
+        (kernels read it only through `kv_start` and `seq_len`)."""
+        views = {name: t if name in ("kv_slots", "block_seq", "block_row") else t[:batch]
+                 for name, t in self._static.items()}  # fmt: skip
+        padding = AttentionInputs(seq_lens=(1,) * batch, extend_lens=(1,) * batch,
+                                  kv_slots=torch.zeros(batch, dtype=torch.int64))  # fmt: skip
+        return TritonAttentionMetadata(inputs=padding, **views)
+
+    def replay_metadata(self, batch: int, inputs: AttentionInputs) -> None:
+        if len(inputs.seq_lens) != batch or not inputs.is_decode:
+            raise ValueError(f"a captured bucket of {batch} replays only {batch} decode rows")
+        for name, table in self._host_tables(inputs).items():
+            self._static[name][: table.numel()].copy_(table)
 
     def forward(self, q, k, v, kv_buffer, metadata: TritonAttentionMetadata, layer: AttentionLayer):
         kv_buffer = store_kv(kv_buffer, metadata.new_slots, k, v, tuning=self.tuning)

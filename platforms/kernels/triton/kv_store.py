@@ -50,7 +50,8 @@ def store_kv(
 ) -> torch.Tensor:
     """Writes `k`, `v` `[T, Hk, D]` at `slots` `[T]` in place and hands back the same buffer.
 
-    Slots must be distinct (two tokens never share a slot), so programs never race.
+    Slots are distinct, except the scratch slot a captured step's padding rows share: which of
+    their writes lands there does not matter, since no real row reads it.
     """
     tuning = resolve(tuning)
     if kv_buffer.stride(-1) != 1 or kv_buffer.stride(-2) != kv_buffer.shape[-1]:
