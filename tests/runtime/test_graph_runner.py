@@ -1,0 +1,188 @@
+"""The graph runner on cpu, against a stand-in runtime whose capture records the step and replays
+it by calling it again (a real CUDA graph replays recorded kernels; what the runner owes both is
+the same: static buffers refilled in place before each replay).
+
+The attention backend is the flashinfer adapter over the recording flashinfer stand-in (it has
+static, capturable decode metadata), on a tiny random-weight Llama-style model.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sglang.ops.attention import AttentionInputs, CaptureLimits, ReferenceAttention
+from sglang.ops.binding import resolve
+from sglang.platforms.cpu.platform import CpuPlatform
+from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.runtime.batch_buckets import BucketPolicy
+from sglang.runtime.graph_runner import GraphRunner, RuntimeGraphCapturer, pad_decode
+from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.server_args import ServerArgs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vendors import flashinfer_standin
+from vendors.standin import Recorder, installed
+
+BUCKETS = BucketPolicy((1, 2, 4, 8))
+NUM_SLOTS = 256
+SPAN = 40
+"""Slots per sequence: sequence `i` owns slots `1 + i * SPAN ...` (slot 0 is the scratch slot)."""
+
+
+class RecordingRuntime(DeviceRuntime):
+    supports_graphs = True
+
+    def __init__(self) -> None:
+        self.captured: list = []
+        self.replays = 0
+
+    def capture_graph(self, fn):
+        self.captured.append(fn)
+        fn()  # a capture runs the step once, as CUDA graph warm-up does
+
+        def replay():
+            self.replays += 1
+            return fn()
+
+        return replay
+
+
+def _platform(runtime: DeviceRuntime) -> CpuPlatform:
+    class Recording(CpuPlatform):
+        pass
+
+    Recording.runtime = runtime
+    return Recording()
+
+
+def _model() -> DecoderForCausalLM:
+    config = ModelConfig.from_dict(
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "intermediate_size": 96,
+            "vocab_size": 97,
+            "max_position_embeddings": 128,
+            "tie_word_embeddings": False,
+        }
+    )
+    model = DecoderForCausalLM(config, torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    for param in model.parameters():
+        param.data = torch.randn(param.shape, generator=gen) * 0.2
+    return model
+
+
+@pytest.fixture
+def flashinfer_backend(monkeypatch):
+    recorder = Recorder()
+    with installed(monkeypatch, flashinfer_standin.build(recorder), "sglang.platforms.kernels.flashinfer"):
+        yield resolve("sglang.platforms.kernels.flashinfer.attention:FlashInferAttention"), recorder
+
+
+def _slots(row: int, length: int) -> torch.Tensor:
+    return torch.arange(1 + row * SPAN, 1 + row * SPAN + length)
+
+
+def _step(tokens: list[list[int]], new: list[int]) -> StepInputs:
+    """Each sequence's tokens so far; `new[i]` of them are new in this step."""
+    ids = [t for seq, n in zip(tokens, new) for t in seq[len(seq) - n :]]
+    positions = [p for seq, n in zip(tokens, new) for p in range(len(seq) - n, len(seq))]
+    ends = torch.tensor(new).cumsum(0) - 1
+    return StepInputs(
+        input_ids=torch.tensor(ids),
+        positions=torch.tensor(positions),
+        attention=AttentionInputs(
+            tuple(len(s) for s in tokens), tuple(new), torch.cat([_slots(i, len(s)) for i, s in enumerate(tokens)])
+        ),
+        logit_rows=ends,
+    )
+
+
+def _generate(runner: ModelRunner, prompts: list[list[int]], steps: int) -> list[list[int]]:
+    tokens = [list(p) for p in prompts]
+    logits = runner.forward(_step(tokens, [len(p) for p in prompts]))
+    for _ in range(steps):
+        assert logits.shape[0] == len(tokens), "padded rows must not reach sampling"
+        for seq, token in zip(tokens, logits.argmax(-1).tolist()):  # sampling stays outside the graph
+            seq.append(token)
+        logits = runner.forward(_step(tokens, [1] * len(tokens)))
+    return tokens
+
+
+def test_same_tokens_with_and_without_capture(flashinfer_backend) -> None:
+    backend_cls, recorder = flashinfer_backend
+    model = _model()
+    prompts = [[5, 9, 13, 2, 7], [3, 3], [11, 40, 8, 1, 60, 33, 2]]
+    runtime = RecordingRuntime()
+    eager = ModelRunner(model, _platform(DeviceRuntime()), NUM_SLOTS, backend_cls(4, 2, 16, torch.float32, "cpu"))
+    graphed = ModelRunner(model, _platform(runtime), NUM_SLOTS, backend_cls(4, 2, 16, torch.float32, "cpu"), BUCKETS)
+    assert eager.graph_runner is None and graphed.graph_runner is not None
+
+    expected = _generate(eager, prompts, steps=6)
+    indptr = graphed.attn_backend._static["indptr"]
+    storage = indptr.data_ptr()
+    actual = _generate(graphed, prompts, steps=6)
+
+    assert actual == expected
+    assert graphed.graph_runner.captured_buckets == (4,), "three rows run in bucket 4, captured once"
+    assert len(runtime.captured) == 1 and runtime.replays == 6
+    # Metadata lives in static buffers refilled in place: same storage, the last step's page view.
+    assert indptr.data_ptr() == storage
+    assert indptr[:5].tolist() == [0, 11, 19, 32, 33], "three real rows, then the padded row's one page"
+    graph_plans = [c for name, c in recorder.calls if name == "decode.plan" and c["graph"]]
+    assert len(graph_plans) >= 6, "every replay re-plans the bucket's static wrapper"
+    # The padded row wrote only the scratch slot: every other slot matches the eager run (to
+    # rounding: a 4-row matmul may block differently from a 3-row one), untouched slots exactly.
+    for ours, theirs in zip(graphed.kv_buffers, eager.kv_buffers):
+        torch.testing.assert_close(ours[:, 1:], theirs[:, 1:], atol=1e-5, rtol=1e-5)
+        assert torch.equal(ours[:, 1 + 3 * SPAN :], theirs[:, 1 + 3 * SPAN :])
+        assert not torch.equal(ours[:, 0], theirs[:, 0]), "the padded row's K/V went to slot 0"
+
+
+def test_bucket_choice(flashinfer_backend) -> None:
+    backend_cls, _ = flashinfer_backend
+    backend = backend_cls(4, 2, 16, torch.float32, "cpu")
+    limits = CaptureLimits(max_batch=8, num_slots=NUM_SLOTS, max_seq_len=64)
+    runner = GraphRunner(
+        _model(), backend, RuntimeGraphCapturer(RecordingRuntime()), BUCKETS, limits, torch.device("cpu")
+    )
+
+    def decode(lens):
+        return AttentionInputs(tuple(lens), (1,) * len(lens), torch.cat([_slots(i, n) for i, n in enumerate(lens)]))
+
+    assert runner.bucket_for(decode([3])) == 1
+    assert runner.bucket_for(decode([3, 4, 5])) == 4
+    assert runner.bucket_for(decode([2] * 8)) == 8
+    assert runner.bucket_for(decode([2] * 9)) is None, "larger than every bucket: eager"
+    assert runner.bucket_for(decode([65])) is None, "longer than the static tables: eager"
+    assert runner.bucket_for(AttentionInputs((4,), (4,), _slots(0, 4))) is None, "prefill: eager"
+    padded = pad_decode(decode([3, 4, 5]), 4)
+    assert padded.seq_lens == (3, 4, 5, 1) and int(padded.kv_slots[-1]) == 0
+
+
+def test_backend_without_capture_runs_eagerly() -> None:
+    model = _model()
+    runner = ModelRunner(
+        model,
+        _platform(RecordingRuntime()),
+        NUM_SLOTS,
+        ReferenceAttention(4, 2, 16, torch.float32, torch.device("cpu")),
+        BUCKETS,
+    )
+    assert runner.graph_runner is None
+
+
+def test_disable_cuda_graph_flag() -> None:
+    assert ServerArgs(disable_cuda_graph=True).graph_buckets() is None
+    assert ServerArgs(max_running_requests=24).graph_buckets() == BucketPolicy.up_to(24)
+    assert ServerArgs(cuda_graph_max_bs=4).graph_buckets().largest == 4
