@@ -1,0 +1,66 @@
+"""`sglang ops --device cuda|rocm|xpu|npu` (declared, on a machine without those devices): the
+candidate each op takes with every vendor package present, and with it assumed missing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sglang.cli import main
+
+# op -> family, per device, for the embedded model (bf16, head dim 64, 9/3 heads, page size 1).
+PRESENT = {
+    "cuda": {
+        "attention_backend": "flashinfer",
+        "rms_norm": "flashinfer",
+        "silu_and_mul": "flashinfer",
+        "apply_rotary": "flashinfer",
+        "sample": "flashinfer",
+        "store_kv": "triton",
+    },
+    "rocm": {
+        "attention_backend": "aiter",
+        "rms_norm": "aiter",
+        "fused_add_rms_norm": "aiter",
+        "moe_experts": "aiter",
+        "silu_and_mul": "triton",
+    },
+    "npu": {
+        "rms_norm": "torch_npu",
+        "fused_add_rms_norm": "torch_npu",
+        "silu_and_mul": "torch_npu",
+        "attention_backend": "torch_native",
+    },
+    "xpu": {"rms_norm": "xpu", "silu_and_mul": "xpu", "attention_backend": "triton"},
+}
+VENDOR = {"cuda": "flashinfer", "rocm": "aiter", "npu": "torch_npu", "xpu": "intel_extension_for_pytorch"}
+FALLBACK = {"cuda": "triton", "rocm": "triton", "npu": "torch_native", "xpu": "triton"}
+
+
+def _table(capsys, device: str, *extra: str) -> dict[str, dict]:
+    assert main(["ops", "--device", device, "--dtype", "bfloat16", "--json", *extra]) == 0
+    return {row["op"]: row for row in json.loads(capsys.readouterr().out)["ops"]}
+
+
+@pytest.mark.parametrize("device", list(PRESENT))
+def test_vendor_present_and_missing(device: str, capsys) -> None:
+    present = _table(capsys, device)
+    for op, family in PRESENT[device].items():
+        assert present[op]["family"] == family, f"{device} {op}"
+    missing = _table(capsys, device, "--assume-missing", VENDOR[device])
+    vendor_family = present["rms_norm"]["family"]
+    for op, row in missing.items():
+        assert row["family"] != vendor_family, f"{device} {op} still takes {vendor_family}"
+        if present[op]["family"] == vendor_family:
+            reason = next(r["reason"] for r in row["rejected"] if r["family"] == vendor_family)
+            assert "not importable" in reason, reason
+    assert missing["rms_norm"]["family"] == FALLBACK[device]
+
+
+def test_npu_attention_needs_pages_of_16(capsys) -> None:
+    """Page size 1 cannot be a block table: npu attention falls back, and says why."""
+    row = _table(capsys, "npu")["attention_backend"]
+    reason = next(r["reason"] for r in row["rejected"] if r["family"] == "torch_npu")
+    assert "page size 1 not supported" in reason
+    assert _table(capsys, "npu", "--page-size", "128")["attention_backend"]["family"] == "torch_npu"
