@@ -13,9 +13,6 @@ import triton.language as tl
 
 from sglang.platforms.kernels.triton.tuning import TritonTuning, resolve
 
-TILE = 4096
-"""Elements one program moves per tensor: bounds the register tile on a GPU."""
-
 
 @triton.jit
 def _store_kv_kernel(
@@ -60,7 +57,7 @@ def store_kv(
     tokens, heads, dim = k.shape
     if tokens:
         block_w = triton.next_power_of_2(heads * dim)
-        block_t = min(max(TILE // block_w, 1), triton.next_power_of_2(tokens))
+        block_t = min(max(tuning.store_tile // block_w, 1), triton.next_power_of_2(tokens))
         _store_kv_kernel[(triton.cdiv(tokens, block_t),)](
             k, v, kv_buffer, slots, tokens, heads * dim, k.stride(0), v.stride(0),
             kv_buffer.stride(0), kv_buffer.stride(1),

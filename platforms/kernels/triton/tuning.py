@@ -30,6 +30,8 @@ class TritonTuning:
     """Reduction depth per grouped-GEMM iteration."""
     elementwise_block: int = 1024
     """Elements per program along a row in the gated activations."""
+    store_tile: int = 4096
+    """Key (and value) elements one KV-store program moves: whole tokens, at least one."""
     waves_per_eu: int | None = None
     """AMD (HIP) occupancy hint; passed to launches only when set."""
 
