@@ -24,7 +24,7 @@ BUILTIN_FAMILIES: dict[str, str] = {
     "flashinfer": "sglang.platforms.kernels.flashinfer.family:FAMILY",
     "aiter": "sglang.platforms.kernels.aiter.family:FAMILY",
     "torch_npu": "sglang.platforms.kernels.torch_npu.family:FAMILY",
-    "xpu": "sglang.platforms.kernels.xpu.family:FAMILY",
+    "ipex": "sglang.platforms.kernels.xpu.family:FAMILY",
     "jax": "sglang.platforms.kernels.jax.family:FAMILY",
 }
 

@@ -1,6 +1,6 @@
 """The xpu platform: Intel GPUs through torch's built-in XPU backend.
 
-Kernels: Intel's IPEX kernels (the xpu family) where importable; then the shared Triton family,
+Kernels: Intel's IPEX kernels (the ipex family) where importable; then the shared Triton family,
 which needs Intel's Triton build (the PyPI `triton` wheel ships only the nvidia and amd
 backends; Intel's build adds `triton.backends.intel`); then torch_native.
 """
@@ -23,7 +23,7 @@ class XpuPlatform(Platform):
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.bfloat16,
     )
-    kernel_families = ("xpu", "triton", "torch_native")
+    kernel_families = ("ipex", "triton", "torch_native")
     family_requirements = {"triton": Requirements(packages=("triton.backends.intel",))}
     kernel_tuning = {"triton": TritonTuning(num_warps=8, num_stages=2)}
     runtime_class = "sglang.platforms.xpu.runtime:XpuRuntime"

@@ -32,7 +32,7 @@ PRESENT = {
         "silu_and_mul": "torch_npu",
         "attention_backend": "torch_native",
     },
-    "xpu": {"rms_norm": "xpu", "silu_and_mul": "xpu", "attention_backend": "triton"},
+    "xpu": {"rms_norm": "ipex", "silu_and_mul": "ipex", "attention_backend": "triton"},
 }
 VENDOR = {"cuda": "flashinfer", "rocm": "aiter", "npu": "torch_npu", "xpu": "intel_extension_for_pytorch"}
 FALLBACK = {"cuda": "triton", "rocm": "triton", "npu": "torch_native", "xpu": "triton"}

@@ -70,7 +70,7 @@ def test_vendor_adapter_parity(vendor, candidate, case, dtype, monkeypatch) -> N
 
 
 def test_every_vendor_family_has_a_standin() -> None:
-    assert set(VENDORS) == {"flashinfer", "aiter", "torch_npu", "xpu"}
+    assert set(VENDORS) == {"flashinfer", "aiter", "torch_npu", "ipex"}
 
 
 def test_page_views_follow_the_slots() -> None:

@@ -49,5 +49,5 @@ VENDORS: dict[str, VendorSpec] = {
     "torch_npu": VendorSpec(
         torch_npu_standin.build, "sglang.platforms.kernels.torch_npu", serves=_npu_pages, may_skip_vendor=_softcap
     ),
-    "xpu": VendorSpec(xpu_standin.build, "sglang.platforms.kernels.xpu"),
+    "ipex": VendorSpec(xpu_standin.build, "sglang.platforms.kernels.xpu"),
 }

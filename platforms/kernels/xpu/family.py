@@ -1,4 +1,4 @@
-"""The xpu family: Intel's kernels for Intel GPUs, from `intel_extension_for_pytorch` (IPEX).
+"""The ipex family (in platforms/kernels/xpu): Intel GPU kernels from `intel_extension_for_pytorch`.
 
 Only the fused norm and gated activation are taken from IPEX (`ipex.llm.functional`); attention
 on xpu comes from the Triton family (Intel's Triton build) and then torch_native. vLLM's
@@ -17,10 +17,10 @@ _IPEX = Requirements(
 )
 
 FAMILY = KernelFamily(
-    name="xpu",
+    name="ipex",
     description="Intel IPEX: ipex.llm.functional rms_norm and silu_mul",
     candidates=(
-        Candidate("rms_norm", "xpu", f"{_HERE}.ipex_ops:rms_norm", requires=_IPEX),
-        Candidate("silu_and_mul", "xpu", f"{_HERE}.ipex_ops:silu_and_mul", requires=_IPEX),
+        Candidate("rms_norm", "ipex", f"{_HERE}.ipex_ops:rms_norm", requires=_IPEX),
+        Candidate("silu_and_mul", "ipex", f"{_HERE}.ipex_ops:silu_and_mul", requires=_IPEX),
     ),
 )
