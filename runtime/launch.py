@@ -1,4 +1,5 @@
-"""Starting the engine's child processes (scheduler, detokenizer) and watching them.
+"""Starting the engine's child processes (scheduler, detokenizer, and under tensor parallelism
+this node's other ranks) and watching them.
 
 Children start with the `spawn` method: the parent may already hold threads (an event loop,
 torch's pools) that `fork` would copy in a broken state.
@@ -13,10 +14,14 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
 
 from sglang.runtime import ipc
 from sglang.runtime.detokenizer import run_detokenizer_process
+from sglang.runtime.distributed.follower import run_follower_process
+from sglang.runtime.distributed.placement import RankPlacement, node_placements
 from sglang.runtime.scheduler.process import ReadyInfo, run_scheduler_process
 from sglang.runtime.server_args import ServerArgs
 
@@ -70,35 +75,78 @@ def _start(process: BaseProcess) -> None:
         process.start()
 
 
+def start_followers(
+    ctx: SpawnContext, args: ServerArgs, placements: list[RankPlacement]
+) -> list[tuple[BaseProcess, Connection]]:
+    """One process per tensor-parallel rank in `placements` (none of them rank 0)."""
+    started = []
+    for placement in placements:
+        parent_end, child_end = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=run_follower_process, args=(args, placement, child_end),
+                              name=f"sglang-{placement.name}", daemon=True)  # fmt: skip
+        _start(process)
+        child_end.close()
+        started.append((process, parent_end))
+    return started
+
+
+def await_ready(ranks: list[tuple[BaseProcess, Connection]], timeout: float) -> list[object]:
+    """Each process's readiness payload, in order, once all are ready. If any fails, the others are
+    killed and EngineStartError names every failure reported meanwhile (a rank that fails to load
+    makes its peers fail too, but the first cause is among them)."""
+    deadline = time.monotonic() + timeout
+    payloads: dict[int, object] = {}
+    errors: list[str] = []
+    while len(payloads) < len(ranks) and not errors:
+        for i, (process, pipe) in enumerate(ranks):
+            if i in payloads:
+                continue
+            if pipe.poll(0.1):
+                try:
+                    status, *rest = pipe.recv()
+                except EOFError:
+                    status, rest = "error", [f"exited with code {process.exitcode} while loading", ""]
+                if status == "ok":
+                    payloads[i] = rest[0]
+                else:
+                    logger.debug("%s start-up failure:\n%s", process.name, rest[1])
+                    errors.append(f"{process.name}: {rest[0]}" if len(ranks) > 1 else rest[0])
+            elif not process.is_alive():
+                process.join(1)
+                errors.append(f"the {process.name} process exited with code {process.exitcode} while loading")
+        if time.monotonic() > deadline:
+            errors.append(f"the model did not load within {timeout:.0f} s")
+    if errors:
+        time.sleep(0.5 if len(ranks) > 1 else 0)  # the peers' own reports, if they come at once
+        for process, pipe in ranks:
+            with contextlib.suppress(EOFError, OSError):
+                if pipe.poll(0) and (report := pipe.recv())[0] == "error":
+                    errors.append(f"{process.name}: {report[1]}")
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+        raise EngineStartError("; ".join(dict.fromkeys(errors)))
+    return [payloads[i] for i in range(len(ranks))]
+
+
 def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Children:
-    """Starts the scheduler (which loads the model) and the detokenizer; returns once both run.
-    Raises EngineStartError with the scheduler's own error when loading fails."""
+    """Starts the scheduler (which loads the model; rank 0 under tensor parallelism), this node's
+    other ranks and the detokenizer; returns once all run. Raises EngineStartError with the
+    processes' own errors when loading fails."""
     ctx = mp.get_context("spawn")
     endpoints = ipc.Endpoints.fresh()
+    placements = node_placements(args)
     parent_end, child_end = ctx.Pipe(duplex=False)
     scheduler = ctx.Process(
-        target=run_scheduler_process, args=(args, endpoints, child_end), name="sglang-scheduler", daemon=True
+        target=run_scheduler_process,
+        args=(args, endpoints, child_end, placements[0] if placements else None),
+        name="sglang-scheduler",
+        daemon=True,
     )
     _start(scheduler)
     child_end.close()
-    deadline = time.monotonic() + startup_timeout
-    while not parent_end.poll(0.2):
-        if not scheduler.is_alive():
-            raise EngineStartError(f"the scheduler process exited with code {scheduler.exitcode} while loading")
-        if time.monotonic() > deadline:
-            scheduler.kill()
-            raise EngineStartError(f"the model did not load within {startup_timeout:.0f} s")
-    try:
-        status, *rest = parent_end.recv()
-    except EOFError:
-        scheduler.join(5)
-        raise EngineStartError(f"the scheduler process exited with code {scheduler.exitcode} while loading") from None
-    if status != "ok":
-        scheduler.join(5)
-        message, trace = rest
-        logger.debug("scheduler start-up failure:\n%s", trace)
-        raise EngineStartError(message)
-    info: ReadyInfo = rest[0]
+    followers = start_followers(ctx, args, placements[1:])
+    info: ReadyInfo = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0]
     detokenizer = ctx.Process(
         target=run_detokenizer_process,
         args=(info.tokenizer_path, endpoints, args.log_level),
@@ -106,4 +154,4 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
         daemon=True,
     )
     _start(detokenizer)
-    return Children(endpoints, info, [scheduler, detokenizer])
+    return Children(endpoints, info, [scheduler, detokenizer, *(process for process, _ in followers)])

@@ -1,6 +1,7 @@
 """From `ServerArgs` to a model on its platform: select the platform, open the source, choose and
 bind one kernel per op for this model, build the architecture, fill its weights (with a progress
-bar), move it to the device."""
+bar), move it to the device. Under tensor parallelism (the process's `tp_group()`, joined before)
+the model holds this rank's shard and the source reads only this rank's slices."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from tqdm.auto import tqdm
 from sglang.ops.selection import OpTable
 from sglang.platforms import Platform, select_platform
 from sglang.platforms.base import ModelFacts
+from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.loader import ModelSource, open_model_source
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models import model_class_for
@@ -60,11 +63,13 @@ def open_source(args: ServerArgs, platform: Platform) -> tuple[ModelSource, Mode
 
 
 def model_facts(args: ServerArgs, source: ModelSource, config: ModelConfig) -> ModelFacts:
+    """The shapes this rank's kernels see (its share of the heads under tensor parallelism)."""
+    q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())
     return ModelFacts(
         dtype=source.dtype,
         head_dim=config.head_dim,
-        num_heads=config.num_heads,
-        num_kv_heads=config.num_kv_heads,
+        num_heads=q_heads.size,
+        num_kv_heads=kv_heads.size,
         page_size=args.page_size,
     )
 
@@ -77,7 +82,13 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
         model_facts(args, source, config), args.op_overrides(), force_reference=True if args.reference_ops else None
     )
     model = model_class_for(config)(config, source.dtype)
-    weights = tqdm(source.weights(), total=source.num_tensors, desc="Loading weights", unit="tensor", leave=False)
+    weights = tqdm(
+        source.weights(read=model.checkpoint_read),
+        total=source.num_tensors,
+        desc="Loading weights",
+        unit="tensor",
+        leave=False,
+    )
     with torch.inference_mode():
         model.load_weights(weights)
     model.to(platform.device()).eval()

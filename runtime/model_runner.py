@@ -34,11 +34,10 @@ class StepInputs:
 
 
 def attention_backend_for(model: DecoderForCausalLM, platform: Platform, page_size: int = 1) -> AttentionBackend:
-    """The bound attention backend, built for `model` on `platform`'s device, for a KV pool of
-    `page_size`-token pages."""
-    config = model.config
-    backend = ops.attention_backend(config.num_heads, config.num_kv_heads, config.head_dim, model.dtype,
-                                    platform.device())  # fmt: skip
+    """The bound attention backend, built for `model` (its rank's heads) on `platform`'s device,
+    for a KV pool of `page_size`-token pages."""
+    heads, kv_heads = model.attention_heads
+    backend = ops.attention_backend(heads, kv_heads, model.config.head_dim, model.dtype, platform.device())
     backend.page_size = page_size
     return backend
 
@@ -117,7 +116,7 @@ class ModelRunner:
     def kv_copy_unsupported(self) -> str | None:
         """Why `copy_kv` cannot run here (a KV layout other than the default, no rotary table), or None."""
         config = self.model.config
-        default = (2, self.num_slots, config.num_kv_heads, config.head_dim)
+        default = (2, self.num_slots, self.model.attention_heads[1], config.head_dim)
         shape = tuple(self.attn_backend.kv_buffer_shape(self.num_slots))
         if shape != default:
             return f"the attention backend's KV layout {shape} is not the default {default}"

@@ -61,6 +61,15 @@ class ServerArgs:
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
     log_requests: bool = _opt(False, "Log one line per finished request.")
     watchdog_timeout: float = _opt(300.0, "Seconds a scheduler step may take before the engine is declared dead.")
+    tp_size: int = _opt(1, "Tensor-parallel size: ranks (processes, one per device) the model is sharded over.")
+    nnodes: int = _opt(1, "Nodes the tensor-parallel ranks are spread over (tp_size / nnodes ranks each).")
+    node_rank: int = _opt(0, "This node's index; node 0 serves HTTP, the others run only their ranks.")
+    dist_init_addr: str | None = _opt(
+        None, "HOST:PORT where the ranks meet (node 0's address); needed with --nnodes > 1, else a free loopback port."
+    )
+    dist_timeout: float | None = _opt(
+        None, "Seconds a collective waits for the other ranks before failing; default: --watchdog-timeout."
+    )
 
     def __post_init__(self) -> None:
         positive = (
@@ -79,6 +88,12 @@ class ServerArgs:
             raise ValueError(f"mem_fraction_static must lie in (0, 1), got {self.mem_fraction_static}")
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ValueError(f"schedule_policy must be lpm or fcfs, got {self.schedule_policy!r}")
+        if self.tp_size < 1 or self.nnodes < 1 or self.tp_size % self.nnodes:
+            raise ValueError(f"tp_size ({self.tp_size}) must be a positive multiple of nnodes ({self.nnodes})")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(f"node_rank must lie in [0, {self.nnodes}), got {self.node_rank}")
+        if self.nnodes > 1 and not self.dist_init_addr:
+            raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
 
     def graph_buckets(self) -> BucketPolicy | None:
         """The decode batch buckets made static, or None with `--disable-cuda-graph`."""

@@ -1,5 +1,8 @@
 """Self-attention of a decoder layer: fused QKV projection, optional per-head q/k norm, rotary,
-paged attention through the platform's backend, output projection."""
+paged attention through the platform's backend, output projection.
+
+Under tensor parallelism a rank computes its share of the heads (`attention_heads`): QKV is
+column-parallel, the output projection row-parallel (summed over ranks)."""
 
 from __future__ import annotations
 
@@ -8,28 +11,30 @@ from torch import nn
 
 from sglang import ops
 from sglang.ops.attention import AttentionLayer
+from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.forward_context import ForwardContext
-from sglang.runtime.layers.linear import Linear, MergedLinear
 from sglang.runtime.layers.norm import RMSNorm
+from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
+from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.model_config import ModelConfig
 
 
 class SelfAttention(nn.Module):
     def __init__(self, config: ModelConfig, layer_id: int, qk_norm: bool, dtype: torch.dtype) -> None:
         super().__init__()
-        self.num_heads = config.num_heads
-        self.num_kv_heads = config.num_kv_heads
+        q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())
+        self.num_heads = q_heads.size
+        self.num_kv_heads = kv_heads.size
         self.head_dim = config.head_dim
-        q_width = config.num_heads * config.head_dim
-        kv_width = config.num_kv_heads * config.head_dim
-        self.qkv_proj = MergedLinear(
+        q_rows, kv_rows = q_heads.scaled(config.head_dim), kv_heads.scaled(config.head_dim)
+        self.qkv_proj = ColumnParallelLinear(
             "qkv_proj",
             config.hidden_size,
-            {"q_proj": q_width, "k_proj": kv_width, "v_proj": kv_width},
+            {"q_proj": q_rows, "k_proj": kv_rows, "v_proj": kv_rows},
             bias=config.attention_bias,
             dtype=dtype,
         )
-        self.o_proj = Linear(q_width, config.hidden_size, bias=False, dtype=dtype)
+        self.o_proj = RowParallelLinear(q_rows, config.hidden_size, dtype=dtype)
         self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps, dtype) if qk_norm else None
         self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps, dtype) if qk_norm else None
         self.layer = AttentionLayer(

@@ -1,4 +1,5 @@
-"""The gated MLP of a dense decoder layer: `down(act(gate(x)) * up(x))`."""
+"""The gated MLP of a dense decoder layer: `down(act(gate(x)) * up(x))`; under tensor
+parallelism gate/up are column-parallel and down row-parallel over the intermediate size."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from torch import nn
 
 from sglang import ops
 from sglang.ops.activation import GATED_ACTIVATIONS
-from sglang.runtime.layers.linear import Linear, MergedLinear
+from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
+from sglang.runtime.layers.sharding import even_split
 
 
 def gated_activation_op(hidden_act: str) -> str:
@@ -20,14 +23,11 @@ def gated_activation_op(hidden_act: str) -> str:
 class GatedMLP(nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, hidden_act: str, dtype: torch.dtype) -> None:
         super().__init__()
-        self.gate_up_proj = MergedLinear(
-            "gate_up_proj",
-            hidden_size,
-            {"gate_proj": intermediate_size, "up_proj": intermediate_size},
-            bias=False,
-            dtype=dtype,
+        split = even_split(intermediate_size, tp_group(), "the MLP intermediate size")
+        self.gate_up_proj = ColumnParallelLinear(
+            "gate_up_proj", hidden_size, {"gate_proj": split, "up_proj": split}, bias=False, dtype=dtype
         )
-        self.down_proj = Linear(intermediate_size, hidden_size, bias=False, dtype=dtype)
+        self.down_proj = RowParallelLinear(split, hidden_size, dtype=dtype)
         self.activation_op = gated_activation_op(hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,8 @@
-"""A sparse mixture-of-experts block: router, stacked experts, optional gated shared expert."""
+"""A sparse mixture-of-experts block: router, stacked experts, optional gated shared expert.
+
+Under tensor parallelism every rank holds every expert, each split over its intermediate size
+(gate/up rows, down columns) as in a dense MLP; the router is replicated and the experts'
+partial outputs are summed over ranks."""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ import torch
 from torch import nn
 
 from sglang import ops
+from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.layers.linear import Linear, Shards, empty_parameter
 from sglang.runtime.layers.mlp import GatedMLP, gated_activation_op
+from sglang.runtime.layers.sharding import Reads, even_split
 from sglang.runtime.model_config import ModelConfig
 
 # Checkpoints name an expert's projections either Llama-style or Mixtral-style (w1/w3/w2).
@@ -18,14 +24,17 @@ _DOWN_NAMES = ("down_proj", "w2")
 
 class Experts(nn.Module):
     """`gate_up_proj` `[E, 2I, H]` (`[gate | up]` per expert) and `down_proj` `[E, H, I]`: the
-    stacked layout `ops.moe_experts` takes, and the one transformers v5 keeps in memory."""
+    stacked layout `ops.moe_experts` takes, and the one transformers v5 keeps in memory. `I` is
+    this rank's share of the intermediate size."""
 
     def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, dtype: torch.dtype) -> None:
         super().__init__()
+        self.group = tp_group()
+        self.split = even_split(intermediate_size, self.group, "the expert intermediate size")
         self.num_experts = num_experts
-        self.intermediate_size = intermediate_size
-        self.gate_up_proj = empty_parameter(num_experts, 2 * intermediate_size, hidden_size, dtype=dtype)
-        self.down_proj = empty_parameter(num_experts, hidden_size, intermediate_size, dtype=dtype)
+        self.intermediate_size = width = self.split.size
+        self.gate_up_proj = empty_parameter(num_experts, 2 * width, hidden_size, dtype=dtype)
+        self.down_proj = empty_parameter(num_experts, hidden_size, width, dtype=dtype)
 
     def checkpoint_shards(self) -> Shards:
         width = self.intermediate_size
@@ -39,6 +48,16 @@ class Experts(nn.Module):
                 for name in names:
                     shards[f"experts.{e}.{name}.weight"] = (f"experts.{param}", index)
         return shards
+
+    def checkpoint_reads(self, name: str) -> Reads:
+        if self.split.whole:
+            return {}
+        reads: Reads = {}
+        for e in range(self.num_experts):
+            for names, dim in ((_GATE_NAMES, 0), (_UP_NAMES, 0), (_DOWN_NAMES, 1)):
+                for proj in names:
+                    reads[f"{name}.{e}.{proj}.weight"] = self.split.index(dim)
+        return reads
 
 
 class SparseMoE(nn.Module):
@@ -62,9 +81,9 @@ class SparseMoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weights, expert_ids = ops.moe_route(self.gate(x), self.top_k, "softmax", self.renormalize)
-        out = ops.moe_experts(
-            x, self.experts.gate_up_proj, self.experts.down_proj, weights, expert_ids, self.activation
-        )
+        experts = self.experts
+        out = ops.moe_experts(x, experts.gate_up_proj, experts.down_proj, weights, expert_ids, self.activation)
+        out = experts.group.comm.all_reduce(out)
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return out

@@ -7,13 +7,14 @@ tensor the index assigns to a shard is in that shard. So a broken checkpoint fai
 the file (and tensor) named, not halfway through building the model.
 
 `weights()` yields `(Hugging Face tensor name, tensor)` in file order, floating tensors cast to the
-source's dtype. For tied-embedding models the checkpoint has no `lm_head.weight`, as on the Hub.
+source's dtype; given `read` (a tensor-parallel rank's slice of each tensor), only that slice
+is read from the file. For tied-embedding models the checkpoint has no `lm_head.weight`, as on the Hub.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,15 @@ class ModelSource:
     def load_tokenizer(self) -> Any:
         return load_tokenizer(self.folder)
 
-    def weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+    def weights(
+        self, read: Callable[[str], tuple[slice, ...] | None] | None = None
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """`read(name)`: the slice of tensor `name` to read, None for all of it."""
         for path, names in self.shards.items():
             with safe_open(str(path), framework="pt") as f:
                 for name in names:
-                    tensor = f.get_tensor(name)
+                    index = read(name) if read is not None else None
+                    tensor = f.get_tensor(name) if index is None else f.get_slice(name)[index]
                     yield name, tensor.to(self.dtype) if tensor.is_floating_point() else tensor
 
 

@@ -15,16 +15,16 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from sglang import ops
 from sglang.ops.rotary import RotaryTable
 from sglang.runtime.forward_context import ForwardContext
 from sglang.runtime.layers.attention import SelfAttention
-from sglang.runtime.layers.linear import Linear, empty_parameter
 from sglang.runtime.layers.mlp import GatedMLP
 from sglang.runtime.layers.moe import SparseMoE
 from sglang.runtime.layers.norm import RMSNorm
+from sglang.runtime.layers.parallel import ParallelLMHead, VocabParallelEmbedding
+from sglang.runtime.layers.sharding import Index
 from sglang.runtime.model_config import ModelConfig
-from sglang.runtime.models.weights import load_weights
+from sglang.runtime.models.weights import checkpoint_reads, load_weights
 
 
 class DecoderLayer(nn.Module):
@@ -58,15 +58,14 @@ class DecoderLayer(nn.Module):
 class DecoderModel(nn.Module):
     def __init__(self, config: ModelConfig, qk_norm: bool, dtype: torch.dtype) -> None:
         super().__init__()
-        self.embed_tokens = nn.Module()
-        self.embed_tokens.weight = empty_parameter(config.vocab_size, config.hidden_size, dtype=dtype)
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, dtype)
         self.layers = nn.ModuleList(DecoderLayer(config, i, qk_norm, dtype) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
 
     def forward(
         self, input_ids: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, ctx: ForwardContext
     ) -> torch.Tensor:
-        hidden = ops.embedding(input_ids, self.embed_tokens.weight)
+        hidden = self.embed_tokens(input_ids)
         residual = None
         for layer in self.layers:
             hidden, residual = layer(positions, hidden, residual, cos_sin, ctx)
@@ -92,19 +91,30 @@ class DecoderForCausalLM(nn.Module):
         self.dtype = dtype
         self.tie_word_embeddings = config.tie_word_embeddings
         self.model = DecoderModel(config, self.qk_norm, dtype)
-        if config.tie_word_embeddings:
-            self.lm_head = nn.Module()
-            self.lm_head.weight = self.model.embed_tokens.weight
-        else:
-            self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False, dtype=dtype)
+        tied = self.model.embed_tokens if config.tie_word_embeddings else None
+        self.lm_head = ParallelLMHead(config.hidden_size, config.vocab_size, dtype, tied=tied)
         table = RotaryTable.build(config.head_dim, config.max_position, config.rope_theta, config.rope_scaling)
         self.register_buffer("cos_sin", table.cos_sin, persistent=False)
+        self.reads = checkpoint_reads(self)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         return self.model(input_ids, positions, self.cos_sin, ctx)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return ops.linear(hidden, self.lm_head.weight).float()
+        return self.lm_head(hidden).float()
+
+    @property
+    def attention_heads(self) -> tuple[int, int]:
+        """(query heads, KV heads) this rank's attention computes (all of them without tensor parallelism)."""
+        attention = self.model.layers[0].self_attn
+        return attention.num_heads, attention.num_kv_heads
+
+    def checkpoint_read(self, name: str) -> Index | None:
+        """The slice of checkpoint tensor `name` this rank holds, or None for all of it."""
+        for old, new in self.checkpoint_renames.items():
+            name = name.replace(old, new)
+        return self.reads.get(name)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        load_weights(self, weights, renames=self.checkpoint_renames)
+        """`weights` may be whole checkpoint tensors or this rank's slices (`checkpoint_read`)."""
+        load_weights(self, weights, renames=self.checkpoint_renames, reads=self.reads)

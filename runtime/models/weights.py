@@ -4,6 +4,10 @@ Every parameter must be filled exactly once, element for element: a missing tens
 that does not fit its slot, or one loaded twice is an error naming the tensor. Fused parameters
 (`qkv_proj`, `gate_up_proj`, stacked experts) are filled slice by slice, as their modules
 declare through `checkpoint_shards()`.
+
+Under tensor parallelism a module also declares `checkpoint_reads(name)`: the slice of each
+checkpoint tensor its rank holds. A tensor may arrive already cut to that slice (the source read
+only it) or whole (it is cut here); either way what is copied is this rank's slice.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import torch
 from torch import nn
 
 Target = tuple[str, tuple[slice | int, ...]]
+Read = tuple[slice, ...]
 
 
 class WeightLoadError(ValueError):
@@ -34,11 +39,25 @@ def checkpoint_map(model: nn.Module) -> dict[str, Target]:
     return mapping
 
 
+def checkpoint_reads(model: nn.Module) -> dict[str, Read]:
+    """Checkpoint name -> the slice of it this rank holds, for every tensor not held whole."""
+    reads: dict[str, Read] = {}
+    for path, module in model.named_modules():
+        declared = getattr(module, "checkpoint_reads", None)
+        if declared is None or not path:
+            continue
+        parent, _, name = path.rpartition(".")
+        prefix = f"{parent}." if parent else ""
+        reads.update({prefix + ckpt_name: index for ckpt_name, index in declared(name).items()})
+    return reads
+
+
 def load_weights(
     model: nn.Module,
     weights: Iterable[tuple[str, torch.Tensor]],
     renames: Mapping[str, str] = {},
     ignored_suffixes: tuple[str, ...] = ("rotary_emb.inv_freq",),
+    reads: Mapping[str, Read] = {},
 ) -> None:
     """Copies `weights` into `model`'s parameters, converting dtype; checks completeness.
 
@@ -59,6 +78,8 @@ def load_weights(
         if param_name not in params:
             raise WeightLoadError(f"checkpoint tensor {raw_name!r} matches no parameter of {type(model).__name__}")
         target = params[param_name].data[index] if index else params[param_name].data
+        if name in reads and tuple(tensor.shape) != tuple(target.shape):
+            tensor = tensor[reads[name]]  # a whole tensor: this rank's slice of it
         if tuple(target.shape) != tuple(tensor.shape):
             raise WeightLoadError(
                 f"checkpoint tensor {raw_name!r} has shape {tuple(tensor.shape)}, "

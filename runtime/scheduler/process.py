@@ -3,6 +3,9 @@
 It reports readiness (or the load error) through a pipe, receives requests on its PULL socket,
 sends token updates to the detokenizer and control replies to the tokenizer manager. It blocks
 on its socket only when it has no work, so decoding never waits for messages.
+
+Under tensor parallelism this process is rank 0: it joins the ranks' group before loading its
+shard, and its runner broadcasts every model call to the other ranks (`distributed.leader`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ import zmq
 
 from sglang.ops.attention import AttentionBackend
 from sglang.runtime import ipc
+from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.distributed.leader import HEARTBEAT_S, LeaderRunner
+from sglang.runtime.distributed.placement import RankPlacement, join
 from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest, GenerateRequest, TokenBatch
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
-from sglang.runtime.model_loading import LoadedModel, load_model
+from sglang.runtime.model_loading import LoadedModel, load_model, select
 from sglang.runtime.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
 from sglang.runtime.process_setup import init_child_process
 from sglang.runtime.scheduler import kv_concat
@@ -76,17 +82,28 @@ def kv_pool_tokens(args: ServerArgs, loaded: LoadedModel, backend: AttentionBack
     return int(free * args.mem_fraction_static) // kv_bytes_per_token(loaded.model, backend)
 
 
-def build_scheduler(args: ServerArgs) -> tuple[Scheduler, ReadyInfo]:
-    loaded = load_model(args)
+def build_runner(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[LoadedModel, ModelRunner]:
+    """Joins the rank group (with a placement), loads this rank's shard and builds its runner. The
+    KV pool has the same number of pages on every rank: the smallest any rank's memory allows."""
+    platform = select(args)
+    group = join(platform, placement)
+    loaded = load_model(args, platform)
+    backend = attention_backend_for(loaded.model, loaded.platform, args.page_size)
+    num_pages = group.agree_min(kv_pool_tokens(args, loaded, backend) // args.page_size + 1)
+    num_slots = PagedTokenAllocator(num_pages, args.page_size).num_slots
+    return loaded, ModelRunner(loaded.model, loaded.platform, num_slots, backend, args.graph_buckets())
+
+
+def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[Scheduler, ReadyInfo]:
+    loaded, runner = build_runner(args, placement)
     tokenizer = loaded.load_tokenizer()
     context_length = args.context_length or loaded.context_length
     eos = set(loaded.config.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
-    backend = attention_backend_for(loaded.model, loaded.platform, args.page_size)
-    num_pages = kv_pool_tokens(args, loaded, backend) // args.page_size + 1
-    allocator = PagedTokenAllocator(num_pages, args.page_size)
-    runner = ModelRunner(loaded.model, loaded.platform, allocator.num_slots, backend, args.graph_buckets())
+    allocator = PagedTokenAllocator(runner.num_slots // args.page_size, args.page_size)
+    if placement is not None:
+        runner = LeaderRunner(runner, tp_group().comm)
     vocab = loaded.config.vocab_size
     grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
     scheduler = Scheduler(runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar)
@@ -145,10 +162,12 @@ def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
             ipc.send(control, ControlReply(message.request_id, True, server_info(scheduler)))
 
 
-def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints, ready: Connection) -> None:
+def run_scheduler_process(
+    args: ServerArgs, endpoints: ipc.Endpoints, ready: Connection, placement: RankPlacement | None = None
+) -> None:
     init_child_process("scheduler", args.log_level)
     try:
-        scheduler, info = build_scheduler(args)
+        scheduler, info = build_scheduler(args, placement)
     except Exception as e:
         ready.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
@@ -160,10 +179,13 @@ def run_scheduler_process(args: ServerArgs, endpoints: ipc.Endpoints, ready: Con
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
     watchdog = StepWatchdog(args.watchdog_timeout)
+    # Idle rank 0 wakes to tell the other ranks it is alive (and to notice if one is not).
+    heartbeat = scheduler.runner.heartbeat if isinstance(scheduler.runner, LeaderRunner) else None
     while True:
         if not scheduler.has_work:
             watchdog.idle()
-            poller.poll()
+            while not poller.poll(None if heartbeat is None else HEARTBEAT_S * 1000):
+                heartbeat()
         for message in ipc.recv_nowait(inbox):
             _handle(scheduler, message, control)
         watchdog.beat()

@@ -310,9 +310,8 @@ class PagedRunner:
         config = model.config
         self.model = model
         self.device = device
-        self.backend = ops.attention_backend(
-            config.num_heads, config.num_kv_heads, config.head_dim, model.dtype, device
-        )
+        heads, kv_heads = model.attention_heads  # this rank's share under tensor parallelism
+        self.backend = ops.attention_backend(heads, kv_heads, config.head_dim, model.dtype, device)
         shape = self.backend.kv_buffer_shape(num_slots)
         self.kv_buffers = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in range(config.num_layers)]
         self.free_slots = torch.randperm(num_slots, generator=torch.Generator().manual_seed(seed)).tolist()
