@@ -143,6 +143,27 @@ async def concat_and_append(request: Request) -> Response:
         raise as_api_error(e) or e from None
 
 
+@router.post("/concate_and_append_request")
+async def concate_and_append_request(request: Request) -> dict[str, Any]:
+    """Upstream SGLang's frontend at `join("concate_and_append")`: `{"src_rids": [...],
+    "dst_rid": ...}`, the ids of its fork streams. Its client names those streams by ids it never
+    sends with their generations, so no server can find their KV by them; it has already
+    appended the forks' text to the destination stream, whose next request sends that text and
+    reuses the shared prefix from the radix cache. So: validated, and answered 200 with
+    `concatenated: false` (a refusal is an exception in upstream's client, which then never
+    finishes the program). Our own frontend calls `/concat_and_append`, which does join the KV."""
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be {'src_rids': [str, ...], 'dst_rid': str}")
+    src_rids, dst_rid = body.get("src_rids"), body.get("dst_rid")
+    if not isinstance(src_rids, list) or not all(isinstance(r, str) for r in src_rids):
+        raise ApiError(400, "src_rids must be a list of strings", "src_rids")
+    if not isinstance(dst_rid, str):
+        raise ApiError(400, "dst_rid must be a string", "dst_rid")
+    return {"concatenated": False, "reason": "request ids of upstream's fork streams are unknown to the server; "
+            "the destination's next request reuses the cached prefix"}  # fmt: skip
+
+
 @router.post("/abort_request")
 async def abort_request(request: Request) -> dict[str, Any]:
     body = await json_body(request)
