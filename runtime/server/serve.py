@@ -98,6 +98,10 @@ async def _announce_when_ready(server: uvicorn.Server, args: ServerArgs, childre
 
 
 def serve(args: ServerArgs) -> int:
+    if args.node_rank > 0:  # another node of a tensor-parallel server: its ranks only, no HTTP
+        from sglang.runtime.distributed.node import serve_follower_node
+
+        return serve_follower_node(args)
     children = launch_children(args)
     try:
         if args.chat_template is not None:

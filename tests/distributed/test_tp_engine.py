@@ -17,6 +17,8 @@ from sglang.runtime.model_loading import LoadedModel, load_model
 from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.tokenizer_manager import EngineDeadError
 
+pytestmark = pytest.mark.slow  # two engines of two rank processes each: minutes on 2 cores
+
 ENGINE_ARGS = {"device": "cpu", "dtype": "float32", "cpu_threads": 1, "max_total_tokens": 2048}
 
 
