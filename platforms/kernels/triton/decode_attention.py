@@ -22,7 +22,7 @@ from sglang.platforms.kernels.triton.jit_math import soft_cap
 def _split_plan(seq_len, window, HAS_WINDOW: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
     """`(lo, per_split, used)`: visible keys start at `lo`; split `s` covers
     `[lo + s * per_split, lo + (s + 1) * per_split)` cut at `seq_len`; `used` splits hold keys."""
-    lo = 0
+    lo = seq_len * 0  # a tensor either way, so every branch returns the same types
     if HAS_WINDOW:
         lo = tl.maximum(seq_len - window, 0)
     # Ceiling divisions written out: `tl.cdiv` is a device function call, slow in the interpreter.
