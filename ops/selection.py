@@ -85,6 +85,10 @@ class SelectionContext:
     gqa_ratio: int | None = None
     page_size: int | None = None
     weight_format: str = "dense"
+    """Every format the model's weights come in, comma-separated (`dense,int4_g32,int8_g32`). A
+    candidate must serve each quantized one listed; every `linear` candidate serves dense weights,
+    so `dense` is checked only for a model with no quantized weights (a candidate that declares
+    only quantized formats is not bound for a dense model)."""
     device_capability: tuple[int, int] | None = None
     package_present: Callable[[str], bool] = lambda name: True
 
@@ -100,8 +104,14 @@ def ineligibility(candidate: Candidate, ctx: SelectionContext) -> str | None:
         (ctx.weight_format, req.weight_formats, "weight format"),
     ]
     for value, allowed, what in checks:
-        if value is not None and allowed is not None and value not in allowed:
-            shown = _dtype_name(value) if isinstance(value, torch.dtype) else value
+        if value is None or allowed is None:
+            continue
+        values = [value]
+        if what == "weight format":
+            values = [v for v in value.split(",") if v != "dense"] or ["dense"]
+        unserved = [v for v in values if v not in allowed]
+        if unserved:
+            shown = _dtype_name(value) if isinstance(value, torch.dtype) else ",".join(map(str, unserved))
             return f"{what} {shown} not supported (supports {_listed(allowed)})"
     missing = [p for p in req.packages if not ctx.package_present(p)]
     if missing:
@@ -202,6 +212,7 @@ class OpTable:
     def as_dict(self) -> dict[str, object]:
         return {
             "platform": self.owner,
+            "header": self.header,
             "forced_reference": self.forced_reference,
             "ops": [
                 {

@@ -17,8 +17,10 @@ from sglang.ops.selection import OpTable
 from sglang.platforms import Platform, select_platform
 from sglang.platforms.base import ModelFacts
 from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.layers.quantized import apply_weight_formats, planned_formats
 from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.loader import ModelSource, open_model_source
+from sglang.runtime.loader.weight_plan import WeightPlan, weight_plan
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models import model_class_for
 from sglang.runtime.models.decoder import DecoderForCausalLM
@@ -62,8 +64,11 @@ def open_source(args: ServerArgs, platform: Platform) -> tuple[ModelSource, Mode
     return source, ModelConfig.from_dict(source.config)
 
 
-def model_facts(args: ServerArgs, source: ModelSource, config: ModelConfig) -> ModelFacts:
-    """The shapes this rank's kernels see (its share of the heads under tensor parallelism)."""
+def model_facts(
+    args: ServerArgs, source: ModelSource, config: ModelConfig, plan: WeightPlan | None = None
+) -> ModelFacts:
+    """The shapes this rank's kernels see (its share of the heads under tensor parallelism) and
+    the weight formats they are handed."""
     q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())
     return ModelFacts(
         dtype=source.dtype,
@@ -71,6 +76,7 @@ def model_facts(args: ServerArgs, source: ModelSource, config: ModelConfig) -> M
         num_heads=q_heads.size,
         num_kv_heads=kv_heads.size,
         page_size=args.page_size,
+        weight_format=planned_formats(plan.kept, plan.target) if plan is not None else "dense",
     )
 
 
@@ -78,9 +84,11 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
     platform = platform or select(args)
     started = time.perf_counter()
     source, config = open_source(args, platform)
+    plan = weight_plan(source, args.dtype, args.quantization)
     op_table = platform.bind_ops(
-        model_facts(args, source, config), args.op_overrides(), force_reference=True if args.reference_ops else None
-    )
+        model_facts(args, source, config, plan), args.op_overrides(),
+        force_reference=True if args.reference_ops else None,
+    )  # fmt: skip
     model = model_class_for(config)(config, source.dtype)
     weights = tqdm(
         source.weights(read=model.checkpoint_read),
@@ -91,6 +99,7 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
     )
     with torch.inference_mode():
         model.load_weights(weights)
+        apply_weight_formats(model, plan.kept, plan.target, source.dtype)
     model.to(platform.device()).eval()
     logger.info(
         "loaded %s (%s, %s) on %s in %.1f s",

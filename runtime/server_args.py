@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from sglang.ops.quant import WeightFormat
 from sglang.runtime.batch_buckets import BucketPolicy
 
 
@@ -26,6 +27,11 @@ class ServerArgs:
     tokenizer_path: str | None = _opt(None, "Tokenizer folder, if not the model's own.")
     device: str = _opt("auto", "Platform to run on: auto, cpu, cuda, rocm, xpu, npu, tpu or an out-of-tree one.")
     dtype: str = _opt("auto", "Weight and activation dtype: auto, float32, bfloat16, float16.")
+    quantization: str | None = _opt(
+        None,
+        "Weight-only quantization at load: int8 (per channel), int4 (group 32) or a format name (int4_g64, "
+        "int8_g32). Default: a GGUF keeps its Q4_1/Q8_0 blocks (unless --dtype is given), other models stay dense.",
+    )
     host: str = _opt("127.0.0.1", "Address the HTTP server binds.")
     port: int = _opt(30000, "Port the HTTP server listens on.")
     api_key: str | None = _opt(None, "Require `Authorization: Bearer KEY` on every request.")
@@ -92,6 +98,8 @@ class ServerArgs:
             raise ValueError(f"tp_size ({self.tp_size}) must be a positive multiple of nnodes ({self.nnodes})")
         if not 0 <= self.node_rank < self.nnodes:
             raise ValueError(f"node_rank must lie in [0, {self.nnodes}), got {self.node_rank}")
+        if self.quantization is not None:
+            WeightFormat.parse(self.quantization)  # a bad name fails here, with the accepted ones
         if self.nnodes > 1 and not self.dist_init_addr:
             raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
 

@@ -1,4 +1,4 @@
-"""The cpu platform: always available; torch_native kernels on the host."""
+"""The cpu platform: always available; low-bit linear (cpu_quant) and torch_native kernels on the host."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class CpuPlatform(Platform):
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.float32,
     )
-    kernel_families = ("torch_native",)
+    kernel_families = ("cpu_quant", "torch_native")
     distributed_backend = "gloo"
 
     @classmethod

@@ -20,6 +20,7 @@ ENTRY_POINT_GROUP = "sglang.kernel_families"
 
 BUILTIN_FAMILIES: dict[str, str] = {
     "torch_native": "sglang.platforms.kernels.torch_native.family:FAMILY",
+    "cpu_quant": "sglang.platforms.kernels.cpu_quant.family:FAMILY",
     "triton": "sglang.platforms.kernels.triton.family:FAMILY",
     "flashinfer": "sglang.platforms.kernels.flashinfer.family:FAMILY",
     "aiter": "sglang.platforms.kernels.aiter.family:FAMILY",

@@ -1,0 +1,61 @@
+"""Builds the family's C++ kernels once per machine and loads them into `torch.ops.sglang_cpu_quant`.
+
+The build runs on first use (binding a candidate) and is cached under
+`$SGLANG_CACHE_DIR/torch_extensions` (default `~/.cache/sglang/torch_extensions`), keyed by the
+source, the compile flags and the torch version: later starts only load the shared library.
+torch's extension builder holds a lock on the build folder, so two processes starting at once
+build it once. The vector path needs AVX2 and FMA; on a CPU without them the same source builds
+its portable loops instead (slower, same results).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from sglang.runtime.loader.cache import cache_root
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("csrc") / "quant_linear.cpp"
+NAME = "sglang_cpu_quant"
+
+
+def compile_flags() -> list[str]:
+    flags = ["-O3", "-fopenmp"]
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        flags += ["-mavx2", "-mfma"]
+    return flags
+
+
+@cache
+def ensure_built() -> None:
+    """Loads the kernels, building them first if this machine has no cached build."""
+    from torch.utils.cpp_extension import load
+
+    flags = compile_flags()
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()
+    folder = cache_root("torch_extensions") / f"{NAME}-{key[:16]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    cached = (folder / f"{NAME}.so").exists()
+    started = time.perf_counter()
+    load(name=NAME, sources=[str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"],
+         build_directory=str(folder), is_python_module=False)  # fmt: skip
+    action = "loaded" if cached else "built"
+    logger.info("%s %s kernels (%s) in %.1f s", action, NAME, " ".join(flags), time.perf_counter() - started)
+    _register_fakes()
+
+
+def _register_fakes() -> None:
+    """Output shapes for tracing (torch.compile): the ops are opaque to the compiler."""
+
+    def out(x: torch.Tensor, qdata: torch.Tensor) -> torch.Tensor:
+        return x.new_empty((*x.shape[:-1], qdata.shape[0]))
+
+    torch.library.register_fake(f"{NAME}::int4_linear")(lambda x, packed, scales, offsets, group, bias: out(x, packed))
+    torch.library.register_fake(f"{NAME}::int8_linear")(lambda x, qweight, scales, group, bias: out(x, qweight))

@@ -1,0 +1,195 @@
+// Weight-only quantized linear for the host: y[M, N] = x[M, K] @ dequant(W)[N, K]^T (+ bias).
+//
+// Formats (the layouts of sglang.ops.quant):
+//   int4, group G (a multiple of 32): packed uint8 [N, K/2]; each 32-value sub-block is 16 bytes,
+//     byte j holding value j in its low nibble and value j+16 in its high nibble (GGUF's Q4_1
+//     layout); w = scale * q + offset, q in 0..15, scale/offset float32 [N, K/G].
+//   int8, group G (a multiple of 8; G = K is per channel): int8 [N, K]; w = scale * q.
+//
+// Why this shape: at batch 1 decode reads every weight once, so the kernel must stream the
+// packed bytes at memory bandwidth; at batch 16-64 it must not re-dequantize per row. Both are
+// served by one loop: a tile of TILE_N output rows is dequantized into a float buffer that stays
+// in L1, then every input row is multiplied against it (two input rows at a time, so each weight
+// load feeds two FMAs). Dequantization is exact float32 arithmetic (scale * q + offset, one
+// fused multiply-add), the same values the reference computes; only the summation order differs.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <vector>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SGL_AVX2 1
+#endif
+
+namespace {
+
+constexpr int TILE_N = 4;
+
+// Dequantize rows [n0, n0 + rows) of an int4 weight into buf[rows][K].
+void dequant_int4(const uint8_t* packed, const float* scales, const float* offsets, int64_t K, int64_t G,
+                  int64_t n0, int rows, float* buf) {
+  const int64_t groups = K / G;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* p = packed + (n0 + r) * (K / 2);
+    const float* s = scales + (n0 + r) * groups;
+    const float* o = offsets + (n0 + r) * groups;
+    float* out = buf + r * K;
+    for (int64_t k = 0; k < K; k += 32) {
+      const float sc = s[k / G], of = o[k / G];
+      const uint8_t* b = p + k / 2;
+#ifdef SGL_AVX2
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+      const __m128i mask = _mm_set1_epi8(0x0F);
+      const __m128i lo = _mm_and_si128(bytes, mask);
+      const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+      const __m256 vs = _mm256_set1_ps(sc), vo = _mm256_set1_ps(of);
+      const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+      for (int i = 0; i < 4; ++i) {
+        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[i]));
+        _mm256_storeu_ps(out + k + 8 * i, _mm256_fmadd_ps(q, vs, vo));
+      }
+#else
+      for (int j = 0; j < 16; ++j) {
+        out[k + j] = std::fma(static_cast<float>(b[j] & 0x0F), sc, of);
+        out[k + j + 16] = std::fma(static_cast<float>(b[j] >> 4), sc, of);
+      }
+#endif
+    }
+  }
+}
+
+void dequant_int8(const int8_t* q, const float* scales, int64_t K, int64_t G, int64_t n0, int rows, float* buf) {
+  const int64_t groups = K / G;
+  for (int r = 0; r < rows; ++r) {
+    const int8_t* p = q + (n0 + r) * K;
+    const float* s = scales + (n0 + r) * groups;
+    float* out = buf + r * K;
+    for (int64_t k = 0; k < K; k += 8) {
+      const float sc = s[k / G];
+#ifdef SGL_AVX2
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k));
+      const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+      _mm256_storeu_ps(out + k, _mm256_mul_ps(v, _mm256_set1_ps(sc)));
+#else
+      for (int j = 0; j < 8; ++j) out[k + j] = static_cast<float>(p[k + j]) * sc;
+#endif
+    }
+  }
+}
+
+#ifdef SGL_AVX2
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#endif
+
+// y[m, n0 + r] = dot(x[m], buf[r]) for every m and r < rows (K a multiple of 8).
+template <int ROWS>
+void tile_matmul(const float* x, int64_t M, int64_t K, const float* buf, float* y, int64_t N, int64_t n0) {
+  int64_t m = 0;
+#ifdef SGL_AVX2
+  for (; m + 2 <= M; m += 2) {
+    const float* x0 = x + m * K;
+    const float* x1 = x0 + K;
+    __m256 a0[ROWS], a1[ROWS];
+    for (int r = 0; r < ROWS; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k += 8) {
+      const __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k);
+      for (int r = 0; r < ROWS; ++r) {
+        const __m256 w = _mm256_loadu_ps(buf + r * K + k);
+        a0[r] = _mm256_fmadd_ps(v0, w, a0[r]);
+        a1[r] = _mm256_fmadd_ps(v1, w, a1[r]);
+      }
+    }
+    for (int r = 0; r < ROWS; ++r) {
+      y[m * N + n0 + r] = hsum(a0[r]);
+      y[(m + 1) * N + n0 + r] = hsum(a1[r]);
+    }
+  }
+  for (; m < M; ++m) {
+    const float* x0 = x + m * K;
+    __m256 a0[ROWS];
+    for (int r = 0; r < ROWS; ++r) a0[r] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k += 8) {
+      const __m256 v0 = _mm256_loadu_ps(x0 + k);
+      for (int r = 0; r < ROWS; ++r) a0[r] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(buf + r * K + k), a0[r]);
+    }
+    for (int r = 0; r < ROWS; ++r) y[m * N + n0 + r] = hsum(a0[r]);
+  }
+#else
+  for (; m < M; ++m) {
+    for (int r = 0; r < ROWS; ++r) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < K; ++k) acc += x[m * K + k] * buf[r * K + k];
+      y[m * N + n0 + r] = acc;
+    }
+  }
+#endif
+}
+
+template <typename Dequant>
+torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::Tensor>& bias, Dequant dequant) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "quantized linear: x must be float32");
+  const auto shape = x.sizes().vec();
+  const int64_t K = shape.back();
+  const torch::Tensor x2 = x.reshape({-1, K}).contiguous();
+  const int64_t M = x2.size(0);
+  std::vector<int64_t> out_shape(shape.begin(), shape.end());
+  out_shape.back() = N;
+  torch::Tensor y = torch::empty({M, N}, x.options());
+  const float* xp = x2.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const int64_t tiles = (N + TILE_N - 1) / TILE_N;
+  // Enough tiles per task to amortize scheduling, few enough to balance across threads.
+  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
+  at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> buf(TILE_N * K);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n0 = t * TILE_N;
+      const int rows = static_cast<int>(std::min<int64_t>(TILE_N, N - n0));
+      dequant(n0, rows, buf.data());
+      if (rows == TILE_N) {
+        tile_matmul<TILE_N>(xp, M, K, buf.data(), yp, N, n0);
+      } else {
+        for (int r = 0; r < rows; ++r) tile_matmul<1>(xp, M, K, buf.data() + r * K, yp, N, n0 + r);
+      }
+    }
+  });
+  if (bias.has_value()) y.add_(bias.value());
+  return y.reshape(out_shape);
+}
+
+torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, const torch::Tensor& scales,
+                          const torch::Tensor& offsets, int64_t group, const c10::optional<torch::Tensor>& bias) {
+  const int64_t N = packed.size(0), K = packed.size(1) * 2;
+  TORCH_CHECK(x.size(-1) == K && K % 32 == 0 && group % 32 == 0 && K % group == 0, "int4_linear: bad shapes");
+  TORCH_CHECK(packed.is_contiguous() && scales.is_contiguous() && offsets.is_contiguous(), "int4_linear: layout");
+  const uint8_t* p = packed.data_ptr<uint8_t>();
+  const float* s = scales.data_ptr<float>();
+  const float* o = offsets.data_ptr<float>();
+  return run(x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); });
+}
+
+torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, const torch::Tensor& scales,
+                          int64_t group, const c10::optional<torch::Tensor>& bias) {
+  const int64_t N = qweight.size(0), K = qweight.size(1);
+  TORCH_CHECK(x.size(-1) == K && group % 8 == 0 && K % group == 0, "int8_linear: bad shapes");
+  TORCH_CHECK(qweight.is_contiguous() && scales.is_contiguous(), "int8_linear: layout");
+  const int8_t* q = qweight.data_ptr<int8_t>();
+  const float* s = scales.data_ptr<float>();
+  return run(x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); });
+}
+
+}  // namespace
+
+TORCH_LIBRARY(sglang_cpu_quant, m) {
+  m.def("int4_linear(Tensor x, Tensor packed, Tensor scales, Tensor offsets, int group, Tensor? bias) -> Tensor");
+  m.def("int8_linear(Tensor x, Tensor qweight, Tensor scales, int group, Tensor? bias) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
+  m.impl("int4_linear", &int4_linear);
+  m.impl("int8_linear", &int8_linear);
+}

@@ -1,0 +1,25 @@
+"""The `linear` candidate of the cpu_quant family: quantized weights through the C++ kernels.
+
+A dense weight goes to torch's own dense kernel (every quantized model has some dense layers);
+a `QuantizedWeight` goes to the kernel of its bit width, which dequantizes tiles of rows into
+float32 and accumulates in float32 (so it matches the reference to within summation order).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from sglang.ops.quant import QuantizedWeight
+from sglang.platforms.kernels.cpu_quant.build import ensure_built
+
+ensure_built()
+_OPS = torch.ops.sglang_cpu_quant
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    if not isinstance(weight, QuantizedWeight):
+        return F.linear(x, weight, bias)
+    if weight.format.bits == 4:
+        return _OPS.int4_linear(x, weight.qdata, weight.scales, weight.offsets, weight.group, bias)
+    return _OPS.int8_linear(x, weight.qdata, weight.scales, weight.group, bias)

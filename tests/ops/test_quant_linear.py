@@ -1,0 +1,99 @@
+"""Quantized weights in the op contract: formats, the reference, and every candidate serving them.
+
+Each candidate that declares a quantized format is compared with the reference (dequantize, then
+the dense op). Dequantization is exact float32 arithmetic in both, so they differ only by the
+order of the float32 sums: tolerance 1e-5 relative to the output scale.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sglang.ops.binding import load, resolve
+from sglang.ops.quant import QuantizedWeight, WeightFormat, cat_rows, quantize
+from sglang.ops.selection import SelectionContext, ineligibility
+from sglang.platforms.base import ModelFacts
+from sglang.platforms.cpu.platform import CpuPlatform
+from sglang.platforms.kernels.registry import family
+
+FORMATS = ("int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_channel")
+reference_linear = resolve("sglang.ops.linear:linear")
+reference_embedding = resolve("sglang.ops.linear:embedding")
+
+
+def quantized_candidates(fmt: str) -> list:
+    platform = CpuPlatform()
+    ctx = SelectionContext(dtype=torch.float32, weight_format=f"dense,{fmt}")
+    offered = [c for name in platform.kernel_families for c in platform.family_candidates(name) if c.op == "linear"]
+    return [c for c in offered if c.requires.weight_formats and ineligibility(c, ctx) is None]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_quantize_round_trip_error_is_within_half_a_step(fmt: str) -> None:
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(24, 256, generator=gen)
+    q = quantize(w, WeightFormat.parse(fmt))
+    step = q.scales.repeat_interleave(q.group, dim=1)
+    assert q.shape == (24, 256)
+    assert ((q.dequantize() - w).abs() <= step / 2 + 1e-6).all()
+
+
+def test_format_names_parse() -> None:
+    assert WeightFormat.parse("int4") == WeightFormat(4, 32)
+    assert WeightFormat.parse("int8").name == "int8_channel"
+    assert WeightFormat.parse("int4_g128").group_size == 128
+    with pytest.raises(ValueError):
+        WeightFormat.parse("int4_g48")
+    with pytest.raises(ValueError):
+        WeightFormat.parse("fp8")
+
+
+def test_rows_and_stacking_keep_every_value() -> None:
+    w = quantize(torch.randn(10, 64), WeightFormat(4, 32))
+    stacked = cat_rows([w.rows(slice(0, 3)), w.rows(slice(3, 10))])
+    assert torch.equal(stacked.dequantize(), w.dequantize())
+    ids = torch.tensor([[7, 0], [2, 2]])
+    assert torch.equal(reference_embedding(ids, w), torch.nn.functional.embedding(ids, w.dequantize()))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("m", "n", "k", "bias"), [(1, 96, 256, False), (3, 30, 128, True), (17, 64, 384, False)])
+def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int, bias: bool) -> None:
+    fmt_ = WeightFormat.parse(fmt)
+    if k % (fmt_.group_size or k):
+        pytest.skip(f"{k} features do not split into groups of {fmt_.group_size}")
+    gen = torch.Generator().manual_seed(m * n + k)
+    w = quantize(torch.randn(n, k, generator=gen), fmt_)
+    x = torch.randn(2, m, k, generator=gen)
+    b = torch.randn(n, generator=gen) if bias else None
+    expected = reference_linear(x, w, b)
+    candidates = quantized_candidates(fmt)
+    assert candidates, f"no candidate serves {fmt} on cpu"
+    for candidate in candidates:
+        got = load(candidate)(x, w, b)
+        assert got.shape == expected.shape
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+
+
+def test_dense_weight_still_served_by_quantized_candidates() -> None:
+    x, w = torch.randn(5, 64), torch.randn(8, 64)
+    for candidate in quantized_candidates("int4_g32"):
+        torch.testing.assert_close(load(candidate)(x, w), x @ w.t())
+
+
+def test_selection_by_the_models_formats() -> None:
+    platform = CpuPlatform()
+    quantized = ModelFacts(dtype=torch.float32, weight_format="dense,int4_g32,int8_g32")
+    assert platform.select_ops(quantized)["linear"].chosen.family == "cpu_quant"
+    # bfloat16: no kernel computes in it, so the reference (dequantize, then dense) serves.
+    bf16 = ModelFacts(dtype=torch.bfloat16, weight_format="dense,int4_g32")
+    assert platform.select_ops(bf16)["linear"].chosen.family == "reference"
+    odd = SelectionContext(dtype=torch.float32, weight_format="dense,int4_g256")
+    reason = ineligibility(family("cpu_quant").candidates[0], odd)
+    assert reason is not None and "int4_g256" in reason
+
+
+def test_quantized_weight_is_a_typed_value() -> None:
+    w = quantize(torch.randn(4, 32), WeightFormat(8, 32))
+    assert isinstance(w, QuantizedWeight) and w.offsets is None and w.qdata.dtype == torch.int8
