@@ -28,6 +28,7 @@ from sglang.runtime.scheduler.policy import admission_order, waits_for_shared_pr
 from sglang.runtime.scheduler.req import Req
 from sglang.runtime.scheduler.sampler import sample
 from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.step_executor import StepError
 
 logger = logging.getLogger(__name__)
 
@@ -112,10 +113,25 @@ class Scheduler:
         entries = self._plan()
         if entries:
             step, row_map = build_step(entries)
-            logits = self.runner.forward(step)
-            self._process(entries, row_map, logits)
+            try:
+                logits = self.runner.forward(step)
+            except StepError as exc:
+                self._fail_step(entries, str(exc))
+            else:
+                self._process(entries, row_map, logits)
         updates, self.finished_updates = self.finished_updates, []
         return updates
+
+    def _fail_step(self, entries: list[BatchEntry], message: str) -> None:
+        """A step that could not run fails the requests in it (their KV is as before the step:
+        the slots it allocated are freed); every other request goes on."""
+        logger.error("a step of %d requests failed: %s", len(entries), message)
+        for e in entries:
+            self.free_slots(e.req.slots[e.req.kv_len :])
+            e.req.slots = e.req.slots[: e.req.kv_len]
+            self.running.remove(e.req)
+            e.req.abort(message)
+            self._finish(e.req)
 
     def _release_aborted(self) -> None:
         for req in [r for r in self.running if r.finished]:

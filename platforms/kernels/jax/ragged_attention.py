@@ -22,6 +22,8 @@ Each sequence's queries are computed as one block of `max_q_len` rows against it
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -91,12 +93,14 @@ def paged_attention(
     return jnp.where(real[:, None, None], gathered, 0.0).astype(queries.dtype)
 
 
+@partial(jax.jit, static_argnames=("sm_scale", "max_q_len", "sliding_window", "soft_cap"))
 def ragged_paged_attention(
     queries, keys, values, kv_pages, kv_lens, page_indices, cu_q_lens, distribution, *, sm_scale: float,
     max_q_len: int, sliding_window: int | None = None, soft_cap: float | None = None,
 ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
     """Writes the new K/V, then attends; returns `(output [T, Hq, D], written kv_pages)`.
-    `max_q_len` (static) bounds every sequence's new tokens."""
+    `max_q_len` (static) bounds every sequence's new tokens. Jitted on its own, so an eager call
+    (op parity) runs as one compiled computation; inside a jitted step it is inlined."""
     num_seqs = distribution[2]
     page_size = kv_pages.shape[1]
     slots = write_slots(kv_lens, page_indices, cu_q_lens, num_seqs, queries.shape[0], page_size)
