@@ -5,13 +5,14 @@ The suite (tests/frontend/programs.py) is written as upstream users write progra
 in a subprocess whose `import sglang` is upstream's package, on upstream's `RuntimeEndpoint`
 (the native /generate protocol, with the server's API key), against `sglang serve` on the
 embedded model. Every program our own frontend runs on the native protocol must pass, streaming
-and logprobs included, plus upstream's own streaming-with-logprobs program, which the suite lacks.
+and logprobs included, and so must a streaming-with-logprobs program (upstream_programs.py),
+which the suite lacks.
 
 Upstream's OpenAI backend is not run: it builds a tiktoken encoder when it is constructed, and
 tiktoken downloads its encoding files, which these machines cannot reach.
 
-Cost: one server, one subprocess for the whole suite (about a minute and a half of decoding on a
-shared 2-core machine), plus the venv on its first build.
+Cost: one server, one subprocess for the whole suite: about a minute and a half on a shared
+2-core machine, plus about a minute and a half for the venv on its first build.
 """
 
 from __future__ import annotations

@@ -26,10 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-UPSTREAM_EXTRA = "upstream_stream_logprobs"
-"""Upstream's own streaming-with-logprobs program (`sglang.test.test_programs`), which reads
-`meta_info.output_token_logprobs_length` and the per-chunk `output_token_logprobs`; the suite has
-no program that streams with logprobs."""
+UPSTREAM_EXTRA = "stream_logprobs"
+"""A program beyond the suite, which has none that streams with logprobs."""
 
 
 def load_suite(path: Path) -> ModuleType:
@@ -41,10 +39,45 @@ def load_suite(path: Path) -> ModuleType:
     return module
 
 
-def upstream_stream_logprobs() -> None:
-    from sglang.test import test_programs
+def stream_logprobs() -> None:
+    """Streaming with logprobs through upstream's interpreter (`text_async_iter(...,
+    return_meta_data=True)`), checked against what upstream's server streams by default:
+    cumulative text, and cumulative `output_token_logprobs` whose running length is
+    `output_token_logprobs_length`, equal to `completion_tokens` in every event.
 
-    test_programs.test_stream_logprobs()
+    Upstream's own `test_stream_logprobs` is not this: it expects each event to carry only its new
+    logprobs, which upstream's server sends only under `--incremental-streaming-output`, and
+    there the events' text is incremental too, which upstream's RuntimeEndpoint (slicing what it
+    takes for cumulative text) mostly drops."""
+    import sglang as sgl
+
+    @sgl.function
+    def qa(s, question):
+        s += sgl.system("You are a helpful assistant.")
+        s += sgl.user(question)
+        s += sgl.assistant(sgl.gen("answer", return_logprob=True, max_tokens=16))
+
+    state = qa.run(question="Name three colours.", stream=True, temperature=0)
+
+    async def collect() -> list[tuple[str, dict[str, Any]]]:
+        return [chunk async for chunk in state.text_async_iter("answer", return_meta_data=True)]
+
+    chunks = asyncio.run(collect())
+    assert len(chunks) > 1, chunks  # incremental delivery, not one final piece
+    lengths = []
+    for text, meta in chunks:
+        assert text, chunks
+        length = meta["output_token_logprobs_length"]
+        assert length == meta["completion_tokens"] == len(meta["output_token_logprobs"]), meta
+        for logprob, token_id, *_ in meta["output_token_logprobs"]:
+            assert logprob <= 0 and isinstance(token_id, int), meta["output_token_logprobs"]
+        lengths.append(length)
+    assert lengths == sorted(lengths) and lengths[-1] > lengths[0], lengths
+    assert "".join(text for text, _ in chunks) == state["answer"]
+    # The last event may add a token without text (the stop token), which no chunk shows.
+    final = state.get_meta_info("answer")
+    assert final["output_token_logprobs_length"] == final["completion_tokens"] >= lengths[-1], final
+    assert len(final["output_token_logprobs"]) == final["completion_tokens"], final
 
 
 def run_bounded(check: Callable[[], None], timeout: float) -> str | None:
@@ -86,7 +119,7 @@ def main() -> int:
     emit({"kind": "package", "version": sgl.__version__, "file": sgl.__file__})
     suite = load_suite(args.suite)
     checks: dict[str, Callable[[], None]] = {case.name: case.check for case in suite.PROGRAMS}
-    checks[UPSTREAM_EXTRA] = upstream_stream_logprobs
+    checks[UPSTREAM_EXTRA] = stream_logprobs
     sgl.set_default_backend(sgl.RuntimeEndpoint(args.url, api_key=args.api_key, chat_template_name=args.chat_template))
     for name in args.programs:
         started = time.monotonic()
