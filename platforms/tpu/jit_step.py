@@ -26,6 +26,8 @@ import torch
 from torch import nn
 
 from sglang.ops.attention import AttentionInputs
+from sglang.ops.quant import QuantizedWeight
+from sglang.platforms.base import PlatformError
 from sglang.platforms.kernels.jax.attention import RaggedShape, pack_contract
 from sglang.platforms.tpu.backend import enable_persistent_cache, xla_cpu_requested
 from sglang.platforms.tpu.torchax_compat import import_torchax
@@ -87,6 +89,11 @@ class JitStepExecutor:
         self.backend = backend
         self.page_size = backend.page_size
         self.seq_buckets = buckets or DEFAULT_SEQ_BUCKETS
+        if quantized := _quantized_weights(model):
+            raise PlatformError(
+                f"{label}: the jitted step holds dense weights only, and {len(quantized)} layers have "
+                f"quantized ones (first: {quantized[0]}); pass --dtype float32 or bfloat16 for the dequantized model"
+            )
         self.step_module = _Step(model)
         self.device = jax.devices()[0]
         # Tied weights appear once; functional_call ties them again.
@@ -179,6 +186,12 @@ class JitStepExecutor:
             self.compiled[shape] = compiled
         logits, new_kv = compiled(*args)
         return torch.from_numpy(np.array(logits[:num_rows])), [self._wrap(b) for b in new_kv]
+
+
+def _quantized_weights(model: nn.Module) -> list[str]:
+    """Modules whose `weight` is a quantized weight (an object of tensors, not a parameter):
+    `functional_call` cannot substitute it, so the trace would capture host tensors."""
+    return [name for name, m in model.named_modules() if isinstance(getattr(m, "weight", None), QuantizedWeight)]
 
 
 def _padded(values: torch.Tensor, size: int) -> np.ndarray:
