@@ -221,7 +221,11 @@ class Outcomes:
 
 
 def _send_generate(url: str, index: int, outcomes: Outcomes) -> None:
-    body = {"text": f"Request {index}: write a long story about a lighthouse keeper named Sam {index}.",
+    # The burst alternates the two long prefixes, which the cache-aware policy keeps on
+    # different workers (the first prefix makes one worker's tree the larger, so the second,
+    # matching nothing, goes to the other): both workers hold part of the burst.
+    prefix = LONG_PREFIXES[index % len(LONG_PREFIXES)]
+    body = {"text": f"{prefix}Now write a long story about a lighthouse keeper named Sam {index}.",
             "sampling_params": {"max_new_tokens": 48, "temperature": 0, "ignore_eos": True}}  # fmt: skip
     try:
         response = httpx.post(url + "/generate", json=body, timeout=REQUEST_TIMEOUT_S)
