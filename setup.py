@@ -6,7 +6,7 @@ nothing installs a generic top-level module like `runtime` or `ops`.
 
 from setuptools import find_packages, setup
 
-SUBPACKAGES = ("frontend", "runtime", "ops", "platforms")
+SUBPACKAGES = ("frontend", "runtime", "ops", "platforms", "ci")
 
 
 def _packages() -> tuple[list[str], dict[str, str]]:

@@ -1,24 +1,25 @@
 """The conformance matrix: every target x every suite, run where possible, reported honestly.
 
-    python ci/matrix.py                      # every known device and extra target, every suite
-    python ci/matrix.py --devices cpu,cuda --suites op_parity
-    python ci/matrix.py --devices triton-interpreter     # the Triton family in its interpreter
-    python ci/matrix.py --list               # the matrix and the pytest command of each cell
-    python ci/matrix.py --json out.json -- -x   # also write results; args after -- go to pytest
+    python -m sglang.ci.matrix                  # every known device and extra target, every suite
+    python -m sglang.ci.matrix --devices cpu,cuda --suites op_parity
+    python -m sglang.ci.matrix --devices triton-interpreter     # the Triton family in its interpreter
+    python -m sglang.ci.matrix --list           # the matrix and the pytest command of each cell
+    python -m sglang.ci.matrix --json out.json -- -x   # also write results; args after -- go to pytest
 
 A row is a target: a known device, or an extra target that runs one kernel family somewhere it
 is not at home and says so (the Triton family in Triton's interpreter on cpu tensors is labelled
 as that, never as a GPU). Each cell is one pytest run with `SGLANG_TEST_DEVICE=<device>` (plus
 the target's environment), which narrows the suite's device parametrization
-(tests/conformance.py) to that device. A cell reads:
+(`sglang.ci.suites.devices`) to that device. A cell reads:
 
 - `pass`: tests parametrized with this device passed and none failed;
 - `FAIL`: a test failed or errored, or pytest itself failed;
 - `skipped`: nothing ran on the device; the skip reasons (declared capabilities) are listed;
 - `not run here`: the device is unavailable on this machine (its reason is shown); a suite
   that needs no device (`static`) still runs;
-- `no tests`: the suite's paths are missing, nothing was collected, or only tests that are not
-  parametrized by device ran (those never count as testing the device).
+- `no tests`: nothing was collected, or only tests that are not parametrized by device ran
+  (those never count as testing the device);
+- `n/a`: the suite does not apply to the target.
 
 The exit status is 1 when any cell failed, else 0.
 """
@@ -27,39 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import xml.etree.ElementTree as ET
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEVICE_ENV = "SGLANG_TEST_DEVICE"
-PYTEST_NO_TESTS = 5
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    paths: tuple[str, ...]
-    needs_device: bool
-    description: str
-
-
-SUITES: tuple[Suite, ...] = (
-    Suite("static", ("tests/platforms/test_declarations.py",), False,
-          "declarations only: identity, capabilities, availability, native-op table (no device used)"),
-    Suite("op_parity", ("tests/ops/test_op_parity.py", "tests/ops/test_device_runtime.py"), True,
-          "every op as the platform serves it vs the reference; the device runtime"),
-    Suite("model_parity", ("tests/models/test_model_parity.py",), True,
-          "logits vs transformers on small random-weight models of every architecture"),
-    Suite("e2e", ("tests/e2e",), True,
-          "native API, OpenAI API and frontend programs against a server on the device"),
-)  # fmt: skip
+from sglang.ci.report import SuiteResult
+from sglang.ci.runner import DEVICE_ENV, SUITES, Suite, pytest_command, run_suite
 
 
 @dataclass(frozen=True)
@@ -106,75 +81,25 @@ class Outcome:
         return f"{self.status} ({self.detail})" if self.detail else self.status
 
 
-@dataclass
-class Tally:
-    """What a junit report says, from one device's point of view."""
-
-    on_device: int = 0
-    """Passed tests whose parametrization names the device."""
-    agnostic: int = 0
-    """Passed tests not parametrized by device: they say nothing about the device."""
-    failed: int = 0
-    skip_reasons: Counter = field(default_factory=Counter)
-
-
-def names_device(test_name: str, device: str) -> bool:
-    """Whether `test_x[cpu-rms_norm-fp32]`'s parameter ids include `device` as a whole id."""
-    _, bracket, params = test_name.partition("[")
-    return bool(bracket) and device in params.rstrip("]").split("-")
-
-
-def tally(junit_xml: str, device: str) -> Tally:
-    result = Tally()
-    for case in ET.fromstring(junit_xml).iter("testcase"):
-        children = {child.tag: child for child in case}
-        if "failure" in children or "error" in children:
-            result.failed += 1
-        elif "skipped" in children:
-            result.skip_reasons[children["skipped"].get("message", "").removeprefix("Skipped: ")] += 1
-        elif names_device(case.get("name", ""), device):
-            result.on_device += 1
-        else:
-            result.agnostic += 1
-    return result
-
-
-def judge(result: Tally, returncode: int) -> Outcome:
-    if result.failed:
-        return Outcome("FAIL", f"{result.failed} failed, {result.on_device} passed")
-    if returncode not in (0, PYTEST_NO_TESTS):
-        return Outcome("FAIL", f"pytest exited {returncode}")
-    skipped = sum(result.skip_reasons.values())
-    if result.on_device:
-        return Outcome("pass", f"{result.on_device} passed" + (f", {skipped} skipped" if skipped else ""))
+def judge(result: SuiteResult) -> Outcome:
+    """A cell from a suite's result, from the point of view of the device it ran for."""
+    if result.problem:
+        return Outcome("FAIL", result.problem)
+    skip_reasons = result.skip_reasons()
+    skipped = sum(skip_reasons.values())
+    if result.failures:
+        return Outcome("FAIL", f"{len(result.failures)} failed, {result.passed} passed")
+    if result.passed:
+        return Outcome("pass", f"{result.passed} passed" + (f", {skipped} skipped" if skipped else ""))
     if skipped:
-        return Outcome("skipped", "; ".join(sorted(result.skip_reasons)))
-    if result.agnostic:
-        return Outcome("no tests", f"only {result.agnostic} tests not parametrized by device")
+        return Outcome("skipped", "; ".join(sorted(skip_reasons)))
+    if result.agnostic_passed:
+        return Outcome("no tests", f"only {result.agnostic_passed} tests not parametrized by device")
     return Outcome("no tests", "nothing collected")
 
 
-def pytest_command(suite: Suite, junit_path: str | None, extra: Sequence[str]) -> list[str]:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suite.paths, *extra]
-    return [*command, f"--junitxml={junit_path}"] if junit_path else command
-
-
-def run_suite(target: Target, suite: Suite, extra: Sequence[str] = (), timeout: float = 3600) -> Outcome:
-    missing = [p for p in suite.paths if not (ROOT / p).exists()]
-    if missing:
-        return Outcome("no tests", f"{', '.join(missing)} missing")
-    with tempfile.TemporaryDirectory() as tmp:
-        junit = os.path.join(tmp, "junit.xml")
-        env = {**os.environ, DEVICE_ENV: target.device, **dict(target.env)}
-        try:
-            proc = subprocess.run(pytest_command(suite, junit, extra), cwd=ROOT, env=env, timeout=timeout,
-                                  capture_output=True, text=True)  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return Outcome("FAIL", f"timed out after {timeout:.0f} s")
-        if not os.path.exists(junit):
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
-            return Outcome("FAIL", f"pytest exited {proc.returncode} without a report: {tail[0]}")
-        return judge(tally(Path(junit).read_text(), target.device), proc.returncode)
+def run_cell(target: Target, suite: Suite, extra: Sequence[str], timeout: float) -> Outcome:
+    return judge(run_suite(target.device, suite, dict(target.env), extra, timeout))
 
 
 def known_targets() -> dict[str, Target]:
@@ -262,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     availability = target_availability(targets)
-    results = run_matrix(targets, suites, availability, lambda t, s: run_suite(t, s, extra, args.timeout))
+    results = run_matrix(targets, suites, availability, lambda t, s: run_cell(t, s, extra, args.timeout))
     print(render(targets, suites, results))
     if args.json:
         labels = {t.name: t.label for t in targets}

@@ -225,4 +225,4 @@ def test_registry_and_platform_modules_import_without_vendor_packages() -> None:
     reported = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert reported.keys() >= {"cpu", "cuda", "rocm", "xpu", "npu", "tpu"}
     assert reported["npu"] == "False torch_npu is not installed"
-    assert reported["tpu"] == "False jax is not installed"
+    assert reported["tpu"].startswith("False jax is not installed")

@@ -1,19 +1,14 @@
-"""ci/matrix.py: how cells are judged, and that it never reports an untested device as tested."""
+"""The conformance matrix: how cells are judged, and that it never reports an untested device as tested."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-MATRIX_PATH = Path(__file__).resolve().parents[2] / "ci" / "matrix.py"
-spec = importlib.util.spec_from_file_location("conformance_matrix", MATRIX_PATH)
-matrix = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = matrix  # dataclasses look their module up while the class is built
-spec.loader.exec_module(matrix)
+from sglang.ci import matrix
+from sglang.ci.report import SuiteResult, names_device, read_junit
 
 
 def junit(*cases: tuple[str, str | None, str]) -> str:
@@ -36,11 +31,11 @@ def junit(*cases: tuple[str, str | None, str]) -> str:
     ],
 )
 def test_names_device(name: str, device: str, expected: bool) -> None:
-    assert matrix.names_device(name, device) is expected
+    assert names_device(name, device) is expected
 
 
-def judge(xml: str, device: str = "cpu", returncode: int = 0):
-    return matrix.judge(matrix.tally(xml, device), returncode)
+def judge(xml: str, device: str = "cpu", returncode: int = 0, problem: str = ""):
+    return matrix.judge(SuiteResult("suite", device, tuple(read_junit(xml)), 1.0, returncode, problem))
 
 
 def test_pass_counts_only_tests_parametrized_by_the_device() -> None:
@@ -51,7 +46,7 @@ def test_pass_counts_only_tests_parametrized_by_the_device() -> None:
 def test_a_failure_or_error_fails_the_cell() -> None:
     assert judge(junit(("a[cpu]", None, ""), ("b[cpu]", "failure", "boom")), returncode=1).status == "FAIL"
     assert judge(junit(("a[cpu]", "error", "fixture broke")), returncode=1).status == "FAIL"
-    assert judge(junit(), returncode=4).status == "FAIL"  # usage error: nothing ran, nothing passed
+    assert judge(junit(), returncode=4, problem="pytest exited 4").status == "FAIL"  # usage error
 
 
 def test_all_skipped_reports_the_reasons() -> None:
@@ -63,6 +58,7 @@ def test_device_agnostic_passes_are_not_a_pass_for_the_device() -> None:
     outcome = judge(junit(("test_plain", None, ""), ("test_x[cpu]", None, "")), device="cuda")
     assert outcome.status == "no tests"
     assert judge(junit(), returncode=5).status == "no tests"
+    assert judge(junit()).detail == "nothing collected"
 
 
 def test_unavailable_devices_are_not_run_except_static_checks() -> None:

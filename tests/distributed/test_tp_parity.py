@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_harness import (
+
+from sglang.ci.suites.model_harness import (
     FP32_ATOL,
     SCHEDULES,
     SPECS_BY_NAME,
@@ -26,7 +27,6 @@ from model_harness import (
     max_abs_error,
     run_schedule,
 )
-
 from sglang.runtime import model_loading
 from sglang.runtime.server_args import ServerArgs
 

@@ -8,8 +8,8 @@ import re
 
 import pytest
 import torch
-from model_harness import SPECS_BY_NAME, ModelSpec, build_checkpoint
 
+from sglang.ci.suites.model_harness import SPECS_BY_NAME, ModelSpec, build_checkpoint
 from sglang.ops.collectives import SingleProcessCommunicator
 from sglang.platforms.base import PlatformError
 from sglang.platforms.cpu.platform import CpuPlatform

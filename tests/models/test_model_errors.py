@@ -6,8 +6,8 @@ import re
 
 import pytest
 import torch
-from model_harness import CheckpointStore
 
+from sglang.ci.suites.model_harness import CheckpointStore
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models import ARCHITECTURES, UnsupportedArchitectureError, model_class_for
 from sglang.runtime.models.decoder import DecoderForCausalLM

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from model_harness import CheckpointStore, load_model
 
+from sglang.ci.suites.model_harness import CheckpointStore, load_model
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models import model_class_for
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
-import paged_attention_cases as pac
 import pytest
 import torch
 import torch.nn.functional as F
 
+from sglang.ci.suites import paged_attention_cases as pac
 from sglang.ops.attention import ReferenceAttention
 
 

@@ -111,16 +111,20 @@ def test_forcing_the_reference_binds_every_op_to_it(monkeypatch, caplog) -> None
     assert "every op forced to its reference" in caplog.text
 
 
-def test_cpu_binds_torch_native_where_it_has_a_candidate(monkeypatch, caplog) -> None:
+def test_cpu_binds_a_family_kernel_wherever_its_families_offer_one(monkeypatch, caplog) -> None:
     monkeypatch.delenv(FORCE_REFERENCE_ENV, raising=False)
+    cpu = CpuPlatform()
     with caplog.at_level(logging.INFO, logger="sglang.platforms.base"):
-        table = CpuPlatform().bind_ops(ModelFacts(dtype=torch.float32, head_dim=64, num_heads=9, num_kv_heads=3))
-    native = {c.op: c.chosen.qualname for c in table.choices if c.native}
-    assert set(native) == {"attention_backend", "rms_norm", "fused_add_rms_norm", "moe_experts"}
-    for op, qualname in native.items():
-        assert getattr(ops, op) is resolve(qualname)
+        table = cpu.bind_ops(ModelFacts(dtype=torch.float32, head_dim=64, num_heads=9, num_kv_heads=3))
+    eligible = {c.op for c in table.choices if any(e.family != "reference" for e in c.eligible())}
+    native = {c.op: c.chosen for c in table.choices if c.native}
+    assert set(native) == eligible and {"attention_backend", "rms_norm"} <= eligible
+    for op, chosen in native.items():
+        assert chosen.family in cpu.kernel_families
+        assert getattr(ops, op) is resolve(chosen.qualname)
     assert ops.sample is resolve(REFERENCE_OPS["sample"])
-    assert "attention_backend=torch_native" in caplog.text and "sample=reference" in caplog.text
+    assert f"attention_backend={native['attention_backend'].family}" in caplog.text
+    assert "sample=reference" in caplog.text
 
 
 def test_tunable_candidates_receive_the_platform_tuning() -> None:
@@ -132,16 +136,19 @@ def test_tunable_candidates_receive_the_platform_tuning() -> None:
 
 
 def test_declared_device_assumes_packages_unless_named_missing() -> None:
-    """On a machine without CUDA the table is cuda's declaration: triton is assumed present
-    unless `assume_missing` names it, and the table says why the device is unavailable."""
+    """On a machine without CUDA the table is cuda's declaration: vendor packages are assumed
+    present unless `assume_missing` names them, and the table says why the device is unavailable."""
     facts = ModelFacts(dtype=torch.bfloat16, head_dim=64, num_heads=9, num_kv_heads=3, page_size=1)
     declared = CudaPlatform().select_ops(facts)
-    assert declared["attention_backend"].chosen.family == "triton"
+    assert declared["attention_backend"].chosen.family == CudaPlatform.kernel_families[0]
     assert declared.header.startswith("not available here")
-    without = CudaPlatform().select_ops(facts, assume_missing=["triton"])
+    vendors = [f for f in CudaPlatform.kernel_families if f != "torch_native"]
+    without = CudaPlatform().select_ops(facts, assume_missing=vendors)
     attention = without["attention_backend"]
     assert attention.chosen.family == "torch_native"
-    assert attention.rejected[0].reason == "triton not importable"
+    assert {r.reason for r in attention.rejected if r.candidate.family in vendors} <= {
+        f"{p} not importable" for p in vendors
+    }
 
 
 def test_xpu_needs_intels_triton_build() -> None:
@@ -152,7 +159,8 @@ def test_xpu_needs_intels_triton_build() -> None:
 
 
 def test_render_lists_every_op_and_every_reason() -> None:
-    table = CudaPlatform().select_ops(ModelFacts(dtype=torch.bfloat16, head_dim=16), assume_missing=["triton"])
+    table = CudaPlatform().select_ops(ModelFacts(dtype=torch.bfloat16, head_dim=16),
+                                      assume_missing=["triton", "flashinfer"])  # fmt: skip
     text = table.render()
     assert text.splitlines()[0].startswith("cuda: not available here")
     assert all(op in text for op in REFERENCE_OPS)

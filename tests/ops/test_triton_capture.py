@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-import paged_attention_cases as pac
 import pytest
 import torch
-from conformance import TOLERANCES
 
+from sglang.ci.suites import paged_attention_cases as pac
+from sglang.ci.suites.devices import TOLERANCES
 from sglang.ops.attention import AttentionInputs, CaptureLimits, ReferenceAttention
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "") == "1"

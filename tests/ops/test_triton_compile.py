@@ -16,9 +16,9 @@ import zlib
 
 import pytest
 import torch
-from op_cases import CASES
-from test_op_parity import to_device
 
+from sglang.ci.suites.devices import to_device
+from sglang.ci.suites.op_cases import CASES
 from sglang.ops.binding import load
 from sglang.platforms.kernels.triton.family import FAMILY
 

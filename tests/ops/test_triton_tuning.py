@@ -13,10 +13,9 @@ import zlib
 
 import pytest
 import torch
-from conformance import ORACLE_DEVICE
-from op_cases import CASES
-from test_op_parity import to_device
 
+from sglang.ci.suites.devices import ORACLE_DEVICE, to_device
+from sglang.ci.suites.op_cases import CASES
 from sglang.ops.binding import REFERENCE_OPS, load, resolve
 from sglang.platforms.kernels.triton.family import FAMILY
 from sglang.platforms.kernels.triton.tuning import TritonTuning

@@ -20,6 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "plugins" / "toy_device"
+TOY_OP_PARITY = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "sglang.ci.suites.test_op_parity",
+                 "-k", "toy_kernels")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +51,7 @@ def test_the_plugin_is_a_selectable_device_with_its_own_kernels(plugin_path: Pat
 
 
 def test_the_plugin_passes_op_parity(plugin_path: Path) -> None:
-    result = run(plugin_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/ops/test_op_parity.py",
-                 "-k", "toy_kernels", SGLANG_TEST_DEVICE="toy")  # fmt: skip
+    result = run(plugin_path, *TOY_OP_PARITY, SGLANG_TEST_DEVICE="toy")
     assert result.returncode == 0, result.stdout[-3000:]
     # 2 rms_norm cases in fp32 (the toy kernel declares fp32 only), 2 cases each of silu_and_mul
     # and log_softmax in fp32 and bf16 (the toy platform's dtypes): every one ran and passed.
@@ -58,8 +59,7 @@ def test_the_plugin_passes_op_parity(plugin_path: Path) -> None:
 
 
 def test_a_broken_plugin_kernel_fails_op_parity_by_name(plugin_path: Path) -> None:
-    result = run(plugin_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/ops/test_op_parity.py",
-                 "-k", "toy_kernels", SGLANG_TEST_DEVICE="toy", SGLANG_TOY_BROKEN_OP="silu_and_mul")  # fmt: skip
+    result = run(plugin_path, *TOY_OP_PARITY, SGLANG_TEST_DEVICE="toy", SGLANG_TOY_BROKEN_OP="silu_and_mul")
     assert result.returncode == 1, result.stdout[-3000:]
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
     assert failed and all("toy-toy_kernels-silu_and_mul" in line for line in failed), failed

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from models.model_harness import FP32_ATOL
 
+from sglang.ci.suites.model_harness import FP32_ATOL
 from sglang.platforms import select_platform
 from sglang.runtime.step_executor import StepError
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from models.model_harness import MODEL_SPECS, SPECS_BY_NAME, Checkpoint, build_checkpoint
 
+from sglang.ci.suites.model_harness import MODEL_SPECS, SPECS_BY_NAME, Checkpoint, build_checkpoint
 from sglang.ops.attention import AttentionInputs
 from sglang.platforms.base import ModelFacts, Platform
 from sglang.runtime.model_runner import ModelRunner, StepInputs, attention_backend_for

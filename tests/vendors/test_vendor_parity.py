@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import zlib
 
-import paged_attention_cases as pac
 import pytest
 import torch
-from op_cases import CASES
 
+from sglang.ci.suites import paged_attention_cases as pac
+from sglang.ci.suites.op_cases import CASES
 from sglang.ops.binding import REFERENCE_OPS, load, resolve
 from sglang.platforms.kernels.registry import family
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 
-import conformance
 import pytest
 import torch
 
+from sglang.ci.suites import devices
 from sglang.ops.attention import AttentionBackend
 from sglang.ops.binding import REFERENCE_OPS, resolve
 from sglang.ops.selection import Candidate
@@ -22,7 +22,7 @@ from sglang.platforms.base import Availability, Capabilities, Platform
 from sglang.platforms.device_runtime import DeviceRuntime
 from sglang.platforms.registry import platform_class
 
-DEVICES = conformance.static_params()
+DEVICES = devices.static_params()
 
 
 @pytest.mark.parametrize("name", DEVICES)

@@ -6,14 +6,15 @@ cache, and either replay captured work or refuse capture, as its `supports_graph
 
 from __future__ import annotations
 
-import conformance
 import pytest
 import torch
 
+from sglang.ci.suites import devices
 
-@pytest.mark.parametrize("device_name", conformance.device_params())
+
+@pytest.mark.parametrize("device_name", devices.device_params())
 def test_runtime_basics(device_name: str) -> None:
-    platform = conformance.platform(device_name)
+    platform = devices.platform(device_name)
     runtime = platform.runtime
     x = torch.ones(64, device=platform.device()) * 3
     runtime.synchronize()
@@ -23,10 +24,10 @@ def test_runtime_basics(device_name: str) -> None:
     assert float(x.sum()) == 192.0
 
 
-@pytest.mark.parametrize("device_name", conformance.device_params())
+@pytest.mark.parametrize("device_name", devices.device_params())
 def test_graph_capture_matches_declaration(device_name: str) -> None:
     """Capture with static inputs, update them in place, and replay: the output follows."""
-    platform = conformance.platform(device_name)
+    platform = devices.platform(device_name)
     runtime = platform.runtime
     static_in = torch.arange(8.0, device=platform.device())
 

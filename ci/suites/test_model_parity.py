@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conformance import require_dtype, triton_interpreted
-from model_harness import (
+from transformers import AutoModelForCausalLM
+
+from sglang import ops
+from sglang.ci.suites.devices import require_dtype, triton_interpreted
+from sglang.ci.suites.model_harness import (
     FP32_ATOL,
     MODEL_SPECS,
     SCHEDULES,
@@ -29,9 +32,6 @@ from model_harness import (
     run_schedule,
     target_params,
 )
-from transformers import AutoModelForCausalLM
-
-from sglang import ops
 from sglang.ops.attention import ReferenceAttention
 from sglang.ops.binding import resolve, snapshot
 

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import paged_attention_cases as pac
 import torch
-from conformance import assert_close
 
+from sglang.ci.suites import paged_attention_cases as pac
+from sglang.ci.suites.devices import assert_close
 from sglang.ops.rotary import RopeScaling, RotaryTable
 from sglang.ops.sampling import SamplingTensors, filter_probs
 

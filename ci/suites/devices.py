@@ -10,12 +10,11 @@ a skip always says why.
 `SGLANG_TEST_FAMILIES=triton[,...]` replaces the platform's kernel families for the run: the
 matrix uses it with `TRITON_INTERPRET=1` to run the Triton family on cpu tensors in Triton's
 interpreter (a column labelled as such, never as a GPU).
-
-Suite directories put `tests/` on `sys.path` in their conftest.py to import this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import cache
 from typing import Any
@@ -129,6 +128,18 @@ def require_page_size(platform: Platform, page_size: int) -> None:
         platform.check_page_size(page_size)
     except PlatformError as exc:
         pytest.skip(str(exc))
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    """A copy of `value` with every tensor moved to `device` (cloned, so callers may mutate it)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, copy=True)
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_device(v, device) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: to_device(getattr(value, f.name), device) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **fields)
+    return value
 
 
 def assert_close(actual: Any, expected: Any, dtype: torch.dtype, what: str = "output") -> None:

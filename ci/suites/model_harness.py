@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import conformance
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -31,6 +30,7 @@ from transformers import (
 )
 
 from sglang import ops
+from sglang.ci.suites import devices
 from sglang.ops.binding import restore, snapshot
 from sglang.ops.selection import OpTable
 from sglang.platforms import Platform
@@ -43,7 +43,7 @@ from sglang.runtime.models.decoder import DecoderForCausalLM
 PROMPT_LENS: tuple[int, ...] = (7, 13, 3)
 """Ragged prompt lengths; every scenario covers every position of every prompt once."""
 
-FP32_ATOL = conformance.TOLERANCES[torch.float32]["atol"]
+FP32_ATOL = devices.TOLERANCES[torch.float32]["atol"]
 """fp32 logits (of order one) must match transformers to this absolute error (1e-4)."""
 
 # ---------------------------------------------------------------------------------------------
@@ -264,8 +264,8 @@ def target_params() -> list[Any]:
     """The shared device parameters (unavailable devices skipped with their reason), each as a
     native target, plus cpu with every op forced to its reference implementation when cpu is
     among the selected devices and no family override narrows the run to one family."""
-    params = [pytest.param(TargetSpec(p.values[0]), id=p.id, marks=p.marks) for p in conformance.device_params()]
-    if "cpu" in conformance.selected_devices() and conformance.families_override() is None:
+    params = [pytest.param(TargetSpec(p.values[0]), id=p.id, marks=p.marks) for p in devices.device_params()]
+    if "cpu" in devices.selected_devices() and devices.families_override() is None:
         reference = TargetSpec("cpu", force_reference=True)
         params.append(pytest.param(reference, id=reference.id))
     return params
@@ -275,7 +275,7 @@ def target_params() -> list[Any]:
 def bound_ops(spec: TargetSpec) -> Iterator[Target]:
     """A target for `spec` whose bindings (made by `load_model`) are undone on exit."""
     saved = snapshot()
-    platform = conformance.platform(spec.platform)
+    platform = devices.platform(spec.platform)
     try:
         yield Target(spec, platform, platform.device())
     finally:

@@ -1,0 +1,1 @@
+"""Conformance: the matrix, `sglang conformance`, and the suites they run (installed as `sglang.ci`)."""
