@@ -22,7 +22,7 @@ from sglang.runtime.loader.cache import cache_root
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("csrc") / "quant_linear.cpp"
+SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("quant_linear.cpp", "decode_attention.cpp"))
 NAME = "sglang_cpu_quant"
 
 
@@ -39,12 +39,15 @@ def ensure_built() -> None:
     from torch.utils.cpp_extension import load
 
     flags = compile_flags()
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + torch.__version__.encode()).hexdigest()
+    digest = hashlib.sha256(" ".join(flags).encode() + torch.__version__.encode())
+    for source in SOURCES:
+        digest.update(source.read_bytes())
+    key = digest.hexdigest()
     folder = cache_root("torch_extensions") / f"{NAME}-{key[:16]}"
     folder.mkdir(parents=True, exist_ok=True)
     cached = (folder / f"{NAME}.so").exists()
     started = time.perf_counter()
-    load(name=NAME, sources=[str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"],
+    load(name=NAME, sources=[str(s) for s in SOURCES], extra_cflags=flags, extra_ldflags=["-fopenmp"],
          build_directory=str(folder), is_python_module=False)  # fmt: skip
     action = "loaded" if cached else "built"
     logger.info("%s %s kernels (%s) in %.1f s", action, NAME, " ".join(flags), time.perf_counter() - started)
@@ -59,3 +62,4 @@ def _register_fakes() -> None:
 
     torch.library.register_fake(f"{NAME}::int4_linear")(lambda x, packed, scales, offsets, group, bias: out(x, packed))
     torch.library.register_fake(f"{NAME}::int8_linear")(lambda x, qweight, scales, group, bias: out(x, qweight))
+    torch.library.register_fake(f"{NAME}::decode_attention")(lambda q, kv, slots, starts, scale: torch.empty_like(q))

@@ -1,7 +1,8 @@
-"""The cpu_quant family: weight-only int8 and int4 groupwise linear for host tensors.
+"""The cpu_quant family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear, and
+paged decode attention that reads the KV pool in place.
 
-The kernels are C++ (built once per machine, cached; see build.py) and compute in float32, so the
-family serves float32 models; other dtypes keep the reference (dequantize, then dense).
+The kernels are built once per machine and cached (see build.py) and compute in float32, so the
+family serves float32 models; other dtypes keep the next family's or the reference.
 """
 
 import torch
@@ -17,13 +18,19 @@ the dense layers of a quantized model go through the candidate to torch's dense 
 
 FAMILY = KernelFamily(
     name="cpu_quant",
-    description="weight-only int8/int4 groupwise linear (C++, AVX2/FMA), float32 host tensors",
+    description="C++ host kernels (AVX2/FMA): weight-only int8/int4 linear, in-place paged decode attention; float32",
     candidates=(
         Candidate(
             "linear",
             "cpu_quant",
             f"{_HERE}.linear:linear",
             Requirements(dtypes=frozenset({torch.float32}), weight_formats=WEIGHT_FORMATS),
+        ),
+        Candidate(
+            "attention_backend",
+            "cpu_quant",
+            f"{_HERE}.attention:PoolDecodeAttention",
+            Requirements(dtypes=frozenset({torch.float32})),
         ),
     ),
 )

@@ -24,6 +24,24 @@ namespace {
 
 constexpr int TILE_N = 4;
 
+#ifdef SGL_AVX2
+// The 32 weights of one int4 block as four 8-lane float vectors: q * scale + offset (one rounding).
+inline void int4_block(const uint8_t* b, float sc, float of, __m256 out[4]) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(bytes, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  const __m256 vs = _mm256_set1_ps(sc), vo = _mm256_set1_ps(of);
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int i = 0; i < 4; ++i) out[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[i])), vs, vo);
+}
+
+inline __m256 int8_lanes(const int8_t* p, float sc) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), _mm256_set1_ps(sc));
+}
+#endif
+
 // Dequantize rows [n0, n0 + rows) of an int4 weight into buf[rows][K].
 void dequant_int4(const uint8_t* packed, const float* scales, const float* offsets, int64_t K, int64_t G,
                   int64_t n0, int rows, float* buf) {
@@ -37,16 +55,9 @@ void dequant_int4(const uint8_t* packed, const float* scales, const float* offse
       const float sc = s[k / G], of = o[k / G];
       const uint8_t* b = p + k / 2;
 #ifdef SGL_AVX2
-      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-      const __m128i mask = _mm_set1_epi8(0x0F);
-      const __m128i lo = _mm_and_si128(bytes, mask);
-      const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-      const __m256 vs = _mm256_set1_ps(sc), vo = _mm256_set1_ps(of);
-      const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-      for (int i = 0; i < 4; ++i) {
-        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[i]));
-        _mm256_storeu_ps(out + k + 8 * i, _mm256_fmadd_ps(q, vs, vo));
-      }
+      __m256 w[4];
+      int4_block(b, sc, of, w);
+      for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + k + 8 * i, w[i]);
 #else
       for (int j = 0; j < 16; ++j) {
         out[k + j] = std::fma(static_cast<float>(b[j] & 0x0F), sc, of);
@@ -66,9 +77,7 @@ void dequant_int8(const int8_t* q, const float* scales, int64_t K, int64_t G, in
     for (int64_t k = 0; k < K; k += 8) {
       const float sc = s[k / G];
 #ifdef SGL_AVX2
-      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + k));
-      const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-      _mm256_storeu_ps(out + k, _mm256_mul_ps(v, _mm256_set1_ps(sc)));
+      _mm256_storeu_ps(out + k, int8_lanes(p + k, sc));
 #else
       for (int j = 0; j < 8; ++j) out[k + j] = static_cast<float>(p[k + j]) * sc;
 #endif
@@ -129,8 +138,55 @@ void tile_matmul(const float* x, int64_t M, int64_t K, const float* buf, float* 
 #endif
 }
 
-template <typename Dequant>
-torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::Tensor>& bias, Dequant dequant) {
+#ifdef SGL_AVX2
+// Few input rows (decode): dequantize in registers, never through the buffer. Each (m, n) output
+// accumulates in one vector over k ascending, then a horizontal sum: the order tile_matmul uses,
+// so results do not depend on the batch size. TILE_N rows at once keep TILE_N * M FMA chains
+// independent.
+template <int M>
+void fused_int4(const float* x, int64_t K, int64_t G, const uint8_t* packed, const float* scales,
+                const float* offsets, int64_t n0, float* y, int64_t N) {
+  const int64_t groups = K / G;
+  __m256 acc[M][TILE_N];
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < TILE_N; ++r) acc[m][r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    for (int r = 0; r < TILE_N; ++r) {
+      const int64_t n = n0 + r;
+      __m256 w[4];
+      int4_block(packed + n * (K / 2) + k / 2, scales[n * groups + k / G], offsets[n * groups + k / G], w);
+      for (int m = 0; m < M; ++m)
+        for (int i = 0; i < 4; ++i) acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k + 8 * i), w[i], acc[m][r]);
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < TILE_N; ++r) y[m * N + n0 + r] = hsum(acc[m][r]);
+}
+
+template <int M>
+void fused_int8(const float* x, int64_t K, int64_t G, const int8_t* q, const float* scales, int64_t n0, float* y,
+                int64_t N) {
+  const int64_t groups = K / G;
+  __m256 acc[M][TILE_N];
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < TILE_N; ++r) acc[m][r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; k += 8) {
+    for (int r = 0; r < TILE_N; ++r) {
+      const int64_t n = n0 + r;
+      const __m256 w = int8_lanes(q + n * K + k, scales[n * groups + k / G]);
+      for (int m = 0; m < M; ++m) acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k), w, acc[m][r]);
+    }
+  }
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < TILE_N; ++r) y[m * N + n0 + r] = hsum(acc[m][r]);
+}
+#endif
+
+constexpr int64_t FUSED_MAX_M = 2;
+
+template <typename Dequant, typename Fused>
+torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::Tensor>& bias, Dequant dequant,
+                  Fused fused) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "quantized linear: x must be float32");
   const auto shape = x.sizes().vec();
   const int64_t K = shape.back();
@@ -149,6 +205,12 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n0 = t * TILE_N;
       const int rows = static_cast<int>(std::min<int64_t>(TILE_N, N - n0));
+#ifdef SGL_AVX2
+      if (rows == TILE_N && M <= FUSED_MAX_M) {
+        fused(xp, M, n0, yp);
+        continue;
+      }
+#endif
       dequant(n0, rows, buf.data());
       if (rows == TILE_N) {
         tile_matmul<TILE_N>(xp, M, K, buf.data(), yp, N, n0);
@@ -169,7 +231,14 @@ torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, c
   const uint8_t* p = packed.data_ptr<uint8_t>();
   const float* s = scales.data_ptr<float>();
   const float* o = offsets.data_ptr<float>();
-  return run(x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); });
+  return run(
+      x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); },
+      [=](const float* xp, int64_t M, int64_t n0, float* yp) {
+#ifdef SGL_AVX2
+        if (M == 1) fused_int4<1>(xp, K, group, p, s, o, n0, yp, N);
+        else fused_int4<2>(xp, K, group, p, s, o, n0, yp, N);
+#endif
+      });
 }
 
 torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, const torch::Tensor& scales,
@@ -179,7 +248,14 @@ torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, 
   TORCH_CHECK(qweight.is_contiguous() && scales.is_contiguous(), "int8_linear: layout");
   const int8_t* q = qweight.data_ptr<int8_t>();
   const float* s = scales.data_ptr<float>();
-  return run(x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); });
+  return run(
+      x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); },
+      [=](const float* xp, int64_t M, int64_t n0, float* yp) {
+#ifdef SGL_AVX2
+        if (M == 1) fused_int8<1>(xp, K, group, q, s, n0, yp, N);
+        else fused_int8<2>(xp, K, group, q, s, n0, yp, N);
+#endif
+      });
 }
 
 }  // namespace

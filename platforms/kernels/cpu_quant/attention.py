@@ -1,0 +1,57 @@
+"""Paged attention whose decode rows read the KV pool in place (a C++ kernel), for host tensors.
+
+Extend rows (prefill) are SDPA's, as in torch_native. Decode rows are not gathered into a padded
+`[B, Hk, Lmax, D]` block: the kernel walks each row's slot list in the pool itself, so a step
+reads each cached K/V once (the gather read it, wrote a copy, and SDPA read the copy again;
+at ~1000-token contexts that copy dominated decode). Float32 pools only; layers with a sliding
+window or logit soft-capping keep the SDPA path (the kernel has neither).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sglang.ops.attention import AttentionInputs
+from sglang.platforms.kernels.cpu_quant.build import ensure_built
+from sglang.platforms.kernels.torch_native.attention import SdpaAttention, SdpaAttentionMetadata
+
+ensure_built()
+_OPS = torch.ops.sglang_cpu_quant
+
+
+@dataclass
+class PoolAttentionMetadata(SdpaAttentionMetadata):
+    pool_slots: torch.Tensor | None = None
+    """The decode rows' cache slots, row after row (unpadded)."""
+    pool_starts: torch.Tensor | None = None
+    """`[Bd + 1]`: where each decode row's slots begin in `pool_slots`."""
+
+
+class PoolDecodeAttention(SdpaAttention):
+    def plan(self, inputs: AttentionInputs) -> PoolAttentionMetadata:
+        decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
+        extend = tuple(i for i, e in enumerate(inputs.extend_lens) if e > 1)
+        meta = PoolAttentionMetadata(inputs=inputs, new_slots=inputs.new_slots(), extend_rows=extend)
+        if decode:
+            kv_starts, q_starts = inputs.kv_starts, inputs.q_starts
+            if decode == list(range(len(decode))):  # decodes first, as the scheduler packs them
+                meta.pool_slots = inputs.kv_slots[: kv_starts[len(decode)]]
+                starts = kv_starts[: len(decode) + 1]
+            else:
+                meta.pool_slots = torch.cat([inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]] for i in decode])
+                starts = (0, *torch.tensor([inputs.seq_lens[i] for i in decode]).cumsum(0).tolist())
+            meta.pool_starts = torch.tensor(starts, dtype=torch.long)
+            meta.decode_rows = torch.tensor(decode)
+            meta.decode_q_index = torch.tensor([q_starts[i] for i in decode])
+        return meta
+
+    def _decode(self, q, kv_buffer, meta, layer) -> torch.Tensor:
+        if layer.sliding_window is not None or meta.pool_slots is None or q.dtype != torch.float32:
+            return super()._decode(q, kv_buffer, self._padded(meta), layer)
+        return _OPS.decode_attention(q[meta.decode_q_index], kv_buffer, meta.pool_slots, meta.pool_starts, layer.scale)
+
+    def _padded(self, meta: PoolAttentionMetadata) -> SdpaAttentionMetadata:
+        """The torch_native metadata for the same batch (its decode path: gather, then SDPA)."""
+        return SdpaAttention.plan(self, meta.inputs)
