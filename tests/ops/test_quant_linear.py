@@ -76,6 +76,14 @@ def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_rows_give_an_empty_output(fmt: str) -> None:
+    """A step that needs no logits (max_new_tokens 0) calls lm_head on zero rows."""
+    w = quantize(torch.randn(64, 128), WeightFormat.parse(fmt))
+    for candidate in quantized_candidates(fmt):
+        assert load(candidate)(torch.randn(0, 128), w).shape == (0, 64)
+
+
 def test_dense_weight_still_served_by_quantized_candidates() -> None:
     x, w = torch.randn(5, 64), torch.randn(8, 64)
     for candidate in quantized_candidates("int4_g32"):

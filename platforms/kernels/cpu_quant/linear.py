@@ -20,6 +20,10 @@ _OPS = torch.ops.sglang_cpu_quant
 def linear(x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
     if not isinstance(weight, QuantizedWeight):
         return F.linear(x, weight, bias)
+    if x.numel() == 0:
+        # No rows (a step that needs no logits, e.g. max_new_tokens 0): the kernels' tiling
+        # assumes at least one row.
+        return x.new_empty(*x.shape[:-1], weight.shape[0])
     if weight.format.bits == 4:
         return _OPS.int4_linear(x, weight.qdata, weight.scales, weight.offsets, weight.group, bias)
     return _OPS.int8_linear(x, weight.qdata, weight.scales, weight.group, bias)
