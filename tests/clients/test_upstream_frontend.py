@@ -29,12 +29,14 @@ from typing import Any
 import httpx
 import pytest
 
+from sglang.ci.suites import programs as programs_module
+
 from .services import Service, Services, start_server
 from .upstream_programs import UPSTREAM_EXTRA
 from .venvs import UPSTREAM_SGLANG_VERSION, Venv
 
 HERE = Path(__file__).parent
-SUITE = HERE.parent / "frontend" / "programs.py"
+SUITE = Path(programs_module.__file__)
 RUNNER = HERE / "upstream_programs.py"
 API_KEY = "sk-upstream-frontend"
 CHAT_TEMPLATE = "chatml"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import openai
 import pytest
-from e2e_server import REQUEST_TIMEOUT_S, ServerProcess, start_server
+
+from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, start_server
 
 pytestmark = pytest.mark.slow
 

@@ -1,27 +1,18 @@
-"""End-to-end fixtures: real `sglang serve` processes on real loopback ports.
-
-One server (`server`) is started per session, with a small KV cache, and shared by every test
-that needs no special flags. Tests that need special flags (an API key, a tiny queue, SIGTERM)
-start their own short-lived server through `server_factory`. Every test in this folder is marked
-`e2e`; run only them with `pytest -m e2e`, or leave them out with `-m "not e2e"`.
-
-On cpu the model runs on `$SGLANG_CPU_THREADS` torch threads, else one: on a shared 2-core
-machine one thread is several times faster than two that contend with other processes.
-"""
+"""The repository's end-to-end tests share the shipped suite's fixtures (a real `sglang serve`
+on a loopback port). Every test here and in the shipped e2e suite is marked `e2e`; run only
+them with `pytest -m e2e`, or leave them out with `-m "not e2e"`."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from e2e_server import ServerProcess, start_server
 
-SHARED_KV_TOKENS = 8192
-E2E_DIR = Path(__file__).parent
+from sglang.ci.suites.e2e.fixtures import http, model_info, server, server_factory, tokenizer
+
+__all__ = ["http", "model_info", "server", "server_factory", "tokenizer"]
+
+E2E_DIRS = (Path(__file__).parent, Path(__file__).resolve().parents[2] / "ci" / "suites" / "e2e")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,51 +21,5 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if E2E_DIR in item.path.parents:
+        if any(folder in item.path.parents for folder in E2E_DIRS):
             item.add_marker(pytest.mark.e2e)
-
-
-@pytest.fixture(scope="session")
-def server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
-    """`start_server` whose servers are all stopped at the end of the session (if still up)."""
-    log_dir = tmp_path_factory.mktemp("servers")
-    started: list[ServerProcess] = []
-
-    def factory(*flags: str, api_key: str | None = None, wait: bool = True) -> ServerProcess:
-        server = start_server(log_dir, *flags, api_key=api_key, wait=wait)
-        started.append(server)
-        return server
-
-    yield factory
-    for server in started:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
-    """The session's shared server: default flags, a small KV cache. With `$SGLANG_E2E_PORT`
-    set, the server already listening on that loopback port instead."""
-    if os.environ.get("SGLANG_E2E_PORT"):
-        return ServerProcess(None, int(os.environ["SGLANG_E2E_PORT"]), Path(os.devnull))
-    return server_factory("--max-total-tokens", str(SHARED_KV_TOKENS))
-
-
-@pytest.fixture(scope="session")
-def http(server: ServerProcess) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
-
-
-@pytest.fixture(scope="session")
-def model_info(http: httpx.Client) -> dict[str, Any]:
-    response = http.get("/get_model_info")
-    response.raise_for_status()
-    return response.json()
-
-
-@pytest.fixture(scope="session")
-def tokenizer(model_info: dict[str, Any]) -> Any:
-    """The server's own tokenizer (to count tokens and build `input_ids` prompts)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model_info["tokenizer_path"])

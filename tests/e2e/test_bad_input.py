@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from e2e_server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error
+
+from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 CHAT = "/v1/chat/completions"

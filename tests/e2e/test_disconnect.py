@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_server import ServerProcess, sse_events, wait_until
+
+from sglang.ci.suites.e2e.server import ServerProcess, sse_events, wait_until
 
 LONG = 2000
 """Tokens a test request asks for: minutes of decoding, so only an abort ends it in time."""

@@ -16,9 +16,10 @@ from collections import Counter
 from typing import Any
 
 import httpx
-from e2e_server import sse_events
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from sglang.ci.suites.e2e.server import sse_events
 
 EXAMPLES = int(os.environ.get("SGLANG_FUZZ_EXAMPLES") or 60)
 """Per endpoint; three endpoints make 180 requests in all (more with `$SGLANG_FUZZ_EXAMPLES`)."""

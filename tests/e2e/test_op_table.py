@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import httpx
-from e2e_server import ServerProcess
 
+from sglang.ci.suites.e2e.server import ServerProcess
 from sglang.ops.binding import REFERENCE_OPS
 
 

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from e2e_server import ServerProcess, assert_openai_error, sse_events, wait_until
+
+from sglang.ci.suites.e2e.server import ServerProcess, assert_openai_error, sse_events, wait_until
 
 DEFAULT_LIMIT = 16 << 20
 JSON = {"content-type": "application/json"}

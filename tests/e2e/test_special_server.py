@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from e2e_server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error, sse_events
+
+from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error, sse_events
 
 API_KEY = "sk-e2e-secret"
 DRAIN_EXIT_WITHIN_S = 60.0

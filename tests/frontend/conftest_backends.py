@@ -34,9 +34,9 @@ from typing import Any
 
 import httpx
 import pytest
-from programs import Feature
 
 import sglang as sgl
+from sglang.ci.suites.programs import Feature
 
 DEVICE = os.environ.get("SGLANG_TEST_DEVICE") or "cpu"
 CPU_THREADS = int(os.environ.get("SGLANG_CPU_THREADS") or 1)

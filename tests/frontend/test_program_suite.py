@@ -26,9 +26,9 @@ from typing import Any
 import conftest_backends
 import pytest
 from conftest_backends import BACKENDS, REFERENCE_BACKEND, SuiteRuntimes
-from programs import PROGRAMS, Feature, ProgramCase, few_shot_qa, true_or_false
 
 import sglang as sgl
+from sglang.ci.suites.programs import PROGRAMS, Feature, ProgramCase, few_shot_qa, true_or_false
 
 # The session fixtures (a helper module's fixtures are visible where they are module attributes).
 suite_runtimes = conftest_backends.suite_runtimes

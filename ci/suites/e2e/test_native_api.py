@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_server import ServerProcess, assert_openai_error, sse_events, wait_until
+
+from sglang.ci.suites.e2e.server import ServerProcess, assert_openai_error, sse_events, wait_until
 
 PROMPT = "The capital of France is"
 

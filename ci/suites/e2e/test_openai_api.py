@@ -11,7 +11,8 @@ from typing import Any
 import jsonschema
 import openai
 import pytest
-from e2e_server import REQUEST_TIMEOUT_S, ServerProcess
+
+from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess
 
 QUESTION = "What is the capital of France?"
 PROMPT = "The capital of France is"

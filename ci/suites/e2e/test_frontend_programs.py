@@ -1,0 +1,37 @@
+"""Frontend programs (`programs.PROGRAMS`) through `sgl.RuntimeEndpoint` against the device's server.
+
+The programs are written as upstream SGLang users write them; each check asserts what its
+programs must produce on the embedded model. Programs that need a feature the native endpoint
+lacks (API speculation, measured through an API backend's token usage) are not run here; heavy
+programs run under `-m slow`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import sglang as sgl
+from sglang.ci.suites.e2e.server import ServerProcess
+from sglang.ci.suites.programs import PROGRAMS, Feature, ProgramCase
+
+ENDPOINT_CASES = [
+    pytest.param(case, id=case.name, marks=[pytest.mark.slow] if case.heavy else [])
+    for case in PROGRAMS
+    if Feature.API_SPEC not in case.needs
+]
+
+
+@pytest.fixture
+def endpoint(server: ServerProcess) -> Any:
+    backend = sgl.RuntimeEndpoint(server.base_url, api_key=server.api_key)
+    previous = sgl.global_config.default_backend
+    sgl.set_default_backend(backend)
+    yield backend
+    sgl.global_config.default_backend = previous
+
+
+@pytest.mark.parametrize("case", ENDPOINT_CASES)
+def test_program(case: ProgramCase, endpoint: Any) -> None:
+    case.check()
