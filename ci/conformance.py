@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.metadata
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -84,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     args = build_parser().parse_args(argv)
+    if importlib.util.find_spec("pytest") is None:
+        print("sglang conformance: the suites run under pytest: pip install 'sglang-hal[conformance]'", file=sys.stderr)
+        return 2
     platform = platform_class(args.device)()
     table = platform.select_ops(ModelFacts(dtype=platform.capabilities.default_dtype))
     report = ConformanceReport(identity(platform), capabilities(platform), table.as_dict(), label=run_label())

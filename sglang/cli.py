@@ -1,4 +1,4 @@
-"""The `sglang` command line: `sglang serve`, `sglang generate` and `sglang ops`.
+"""The `sglang` command line: `sglang serve`, `sglang generate`, `sglang ops` and `sglang conformance`.
 
 Every runtime flag comes from `ServerArgs`, so `sglang serve --help`, `sglang generate --help`
 and `python -m sglang.launch_server --help` list the same settings with the same defaults.
@@ -94,10 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--json", action="store_true", help="Print the table as JSON.")
     ServerArgs.add_cli_args(ops)
     ops.set_defaults(run=_ops)
+    commands.add_parser(
+        "conformance", help="run the conformance suites against an installed platform and report",
+        description="See `sglang conformance --help`.", add_help=False,
+    )  # fmt: skip
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["conformance"]:
+        # Its own parser: arguments after `--` go to pytest untouched.
+        from sglang.ci.conformance import main as conformance
+
+        return conformance(argv[1:])
     args = build_parser().parse_args(argv)
     _configure_logging(args.log_level)
     try:

