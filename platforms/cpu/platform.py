@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from functools import cached_property
 
 import torch
 
+from sglang.ops.binding import resolve
 from sglang.platforms.base import Availability, Capabilities, Platform
+from sglang.platforms.device_runtime import DeviceRuntime
 
 THREADS_ENV = "SGLANG_CPU_THREADS"
+COMPILE_ENV = "SGLANG_CPU_COMPILE_DECODE"
 
 
 class CpuPlatform(Platform):
@@ -21,6 +25,14 @@ class CpuPlatform(Platform):
     )
     kernel_families = ("cpu_quant", "torch_native")
     distributed_backend = "gloo"
+
+    @cached_property
+    def runtime(self) -> DeviceRuntime:
+        """With `$SGLANG_CPU_COMPILE_DECODE=1`, decode buckets are compiled (inductor) on first use;
+        off by default: a cold compile takes minutes on a small machine (cached afterwards)."""
+        if os.environ.get(COMPILE_ENV, "").lower() in ("1", "true", "yes"):
+            return resolve("sglang.platforms.cpu.runtime:CompiledDecodeRuntime")()
+        return DeviceRuntime()
 
     @classmethod
     def availability(cls) -> Availability:

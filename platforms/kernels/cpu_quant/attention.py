@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sglang.ops.attention import AttentionInputs
+from sglang.ops.attention import AttentionInputs, CaptureLimits
 from sglang.platforms.kernels.cpu_quant.build import ensure_built
 from sglang.platforms.kernels.torch_native.attention import SdpaAttention, SdpaAttentionMetadata
 
@@ -46,6 +46,30 @@ class PoolDecodeAttention(SdpaAttention):
             meta.decode_rows = torch.tensor(decode)
             meta.decode_q_index = torch.tensor([q_starts[i] for i in decode])
         return meta
+
+    # Static decode metadata for captured (compiled) steps: one set of buffers, sized for the
+    # largest bucket; a bucket's metadata views their first rows. The kernel reads slots only up
+    # to `pool_starts[-1]`, so the slot buffer never needs trimming.
+
+    def init_capture(self, limits: CaptureLimits) -> str | None:
+        self._slots = torch.zeros(limits.num_slots + limits.max_batch, dtype=torch.long)
+        self._starts = torch.zeros(limits.max_batch + 1, dtype=torch.long)
+        self._new_slots = torch.zeros(limits.max_batch, dtype=torch.long)
+        self._q_index = torch.arange(limits.max_batch)
+        return None
+
+    def capture_metadata(self, batch: int) -> PoolAttentionMetadata:
+        rows = AttentionInputs((1,) * batch, (1,) * batch, torch.zeros(batch, dtype=torch.long))
+        return PoolAttentionMetadata(
+            inputs=rows, new_slots=self._new_slots[:batch], decode_rows=self._q_index[:batch],
+            decode_q_index=self._q_index[:batch], pool_slots=self._slots, pool_starts=self._starts[: batch + 1],
+        )  # fmt: skip
+
+    def replay_metadata(self, batch: int, inputs: AttentionInputs) -> None:
+        starts = torch.tensor(inputs.kv_starts, dtype=torch.long)
+        self._slots[: inputs.kv_slots.numel()].copy_(inputs.kv_slots)
+        self._starts[: batch + 1].copy_(starts)
+        self._new_slots[:batch].copy_(inputs.kv_slots[starts[1:] - 1])
 
     def _decode(self, q, kv_buffer, meta, layer) -> torch.Tensor:
         if layer.sliding_window is not None or meta.pool_slots is None or q.dtype != torch.float32:

