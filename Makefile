@@ -34,7 +34,7 @@ test-slow: setup
 	$(PY) -m pytest -q -m slow
 
 matrix: setup
-	$(PY) ci/matrix.py
+	$(PY) -m sglang.ci.matrix
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
