@@ -27,7 +27,10 @@ The exit status is 1 when any cell failed, else 0.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -64,6 +67,13 @@ EXTRA_TARGETS: tuple[Target, ...] = (
         label="Triton family in Triton's interpreter on cpu tensors (not a GPU)",
         suites=("op_parity", "model_parity"),
         requires=("triton",),
+    ),
+    Target(
+        "tpu-xla-cpu",
+        device="tpu",
+        env=(("JAX_PLATFORMS", "cpu"),),
+        label="tpu platform on XLA:CPU (JAX's CPU backend, not a TPU)",
+        requires=("jax", "torchax"),
     ),
 )
 
@@ -109,18 +119,36 @@ def known_targets() -> dict[str, Target]:
     return {**{name: Target(name, device=name) for name in known_platforms()}, **{t.name: t for t in EXTRA_TARGETS}}
 
 
-def target_availability(targets: Sequence[Target]) -> dict[str, tuple[bool, str]]:
-    import importlib.util
+AVAILABILITY_PROBE = (
+    "import json, sys; from sglang.platforms.registry import platform_class; "
+    "s = platform_class(sys.argv[1]).availability(); print(json.dumps([s.available, s.reason]))"
+)
 
+
+def availability_under(target: Target) -> tuple[bool, str]:
+    """The device's availability as the target's environment sees it (a child process: a
+    platform may read its environment once, at import)."""
+    environment = {**os.environ, **dict(target.env)}
+    probe = subprocess.run([sys.executable, "-c", AVAILABILITY_PROBE, target.device], env=environment,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    if probe.returncode != 0:
+        return False, f"availability check failed: {probe.stderr.strip().splitlines()[-1:]}"
+    available, reason = json.loads(probe.stdout.strip().splitlines()[-1])
+    return bool(available), reason
+
+
+def target_availability(targets: Sequence[Target]) -> dict[str, tuple[bool, str]]:
     from sglang.platforms.registry import platform_class
 
     states = {}
     for target in targets:
-        state = platform_class(target.device).availability()
         missing = [p for p in target.requires if importlib.util.find_spec(p) is None]
-        if state.available and missing:
+        if missing:
             states[target.name] = (False, f"{', '.join(missing)} not installed")
+        elif target.env:
+            states[target.name] = availability_under(target)
         else:
+            state = platform_class(target.device).availability()
             states[target.name] = (state.available, state.reason)
     return states
 

@@ -106,3 +106,11 @@ def test_real_run_of_an_unavailable_device(tmp_path: Path) -> None:
     assert cells["static"]["status"] == "pass"
     assert cells["op_parity"]["status"] == "not run here"
     assert cells["op_parity"]["detail"] == platform_class(absent).availability().reason
+
+
+def test_the_tpu_on_xla_cpu_target_is_labelled_and_probed_in_its_environment() -> None:
+    target = matrix.known_targets()["tpu-xla-cpu"]
+    assert target.device == "tpu" and ("JAX_PLATFORMS", "cpu") in target.env
+    assert "XLA:CPU" in target.label and "not a TPU" in target.label
+    probe = matrix.Target("cpu-probe", device="cpu", env=(("SGLANG_TEST_PROBE", "1"),))
+    assert matrix.target_availability([probe]) == {"cpu-probe": (True, "")}
