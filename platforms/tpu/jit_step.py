@@ -17,8 +17,11 @@ ones it returns; a shape that failed to compile fails again at once, never recom
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +30,6 @@ from torch import nn
 
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.quant import QuantizedWeight
-from sglang.platforms.base import PlatformError
 from sglang.platforms.kernels.jax.attention import RaggedShape, pack_contract
 from sglang.platforms.tpu.backend import enable_persistent_cache, xla_cpu_requested
 from sglang.platforms.tpu.torchax_compat import import_torchax
@@ -89,16 +91,18 @@ class JitStepExecutor:
         self.backend = backend
         self.page_size = backend.page_size
         self.seq_buckets = buckets or DEFAULT_SEQ_BUCKETS
-        if quantized := _quantized_weights(model):
-            raise PlatformError(
-                f"{label}: the jitted step holds dense weights only, and {len(quantized)} layers have "
-                f"quantized ones (first: {quantized[0]}); pass --dtype float32 or bfloat16 for the dequantized model"
-            )
         self.step_module = _Step(model)
+        self.quantized = _quantized_weights(self.step_module)
         self.device = jax.devices()[0]
         # Tied weights appear once; functional_call ties them again.
         named = {**dict(self.step_module.named_parameters()), **dict(self.step_module.named_buffers())}
         self.weights = {name: self._to_jax(t) for name, t in named.items()}
+        # A quantized weight is an object of tensors, which functional_call cannot substitute:
+        # its tensors are step arguments too, put into a stand-in object while tracing.
+        self.quantized_arrays = {
+            key: {f: self._to_jax(getattr(w, f)) for f in QUANTIZED_FIELDS if getattr(w, f) is not None}
+            for key, (w, _) in self.quantized.items()
+        }
         self.compiled: dict[StepShape, object] = {}
         self.failed: dict[StepShape, str] = {}
         self.records: list[CompileRecord] = []
@@ -137,13 +141,15 @@ class JitStepExecutor:
 
         backend, module = self.backend, self.step_module
 
-        def step(weights, kv_buffers, ids, positions, contract, rows):
-            with torch.inference_mode(False), torch.no_grad():
+        quantized = self.quantized
+
+        def step(weights, quantized_arrays, kv_buffers, ids, positions, contract, rows):
+            with torch.inference_mode(False), torch.no_grad(), _substituted(quantized, quantized_arrays):
                 ctx = ForwardContext(backend, backend.metadata(contract, max_q_len), list(kv_buffers))
                 logits = torch.func.functional_call(module, weights, (ids, positions, ctx, rows))
             return logits, ctx.kv_buffers
 
-        return jax.jit(self.torchax.interop.jax_view(step), donate_argnums=(1,))
+        return jax.jit(self.torchax.interop.jax_view(step), donate_argnums=(2,))
 
     def _compile(self, shape: StepShape, args: tuple) -> object:
         started = time.perf_counter()
@@ -167,6 +173,7 @@ class JitStepExecutor:
         contract = pack_contract(inputs, self.page_size, shape.ragged)
         args = (
             self.weights,
+            self.quantized_arrays,
             [b.jax() for b in kv_buffers],
             jnp.asarray(_padded(step.input_ids, shape.tokens)),
             jnp.asarray(_padded(step.positions, shape.tokens)),
@@ -188,10 +195,33 @@ class JitStepExecutor:
         return torch.from_numpy(np.array(logits[:num_rows])), [self._wrap(b) for b in new_kv]
 
 
-def _quantized_weights(model: nn.Module) -> list[str]:
-    """Modules whose `weight` is a quantized weight (an object of tensors, not a parameter):
-    `functional_call` cannot substitute it, so the trace would capture host tensors."""
-    return [name for name, m in model.named_modules() if isinstance(getattr(m, "weight", None), QuantizedWeight)]
+QUANTIZED_FIELDS = ("qdata", "scales", "offsets")
+
+
+def _quantized_weights(module: nn.Module) -> dict[str, tuple[QuantizedWeight, list[nn.Module]]]:
+    """Each distinct quantized `weight` (keyed by its first module's name) and the modules that
+    hold it (a tied lm_head shares the embedding's)."""
+    found: dict[int, tuple[str, QuantizedWeight, list[nn.Module]]] = {}
+    for name, m in module.named_modules():
+        weight = getattr(m, "weight", None)
+        if isinstance(weight, QuantizedWeight):
+            found.setdefault(id(weight), (name, weight, []))[2].append(m)
+    return {name: (weight, holders) for name, weight, holders in found.values()}
+
+
+@contextlib.contextmanager
+def _substituted(quantized: dict, arrays: dict) -> Iterator[None]:
+    """While tracing, each quantized weight's tensors are the step's arguments `arrays`."""
+    for key, (weight, holders) in quantized.items():
+        stand_in = dataclasses.replace(weight, **arrays[key])
+        for m in holders:
+            m.weight = stand_in
+    try:
+        yield
+    finally:
+        for weight, holders in quantized.values():
+            for m in holders:
+                m.weight = weight
 
 
 def _padded(values: torch.Tensor, size: int) -> np.ndarray:

@@ -1,0 +1,97 @@
+"""The same frontend programs against a cpu server and a tpu server (XLA:CPU): greedy fp32
+outputs agree token for token, and each program's own checks pass on the tpu server.
+
+Slow: the tpu server compiles one step per batch shape the programs produce (about ten, each
+tens of seconds on a shared 2-core machine, fewer on a second run thanks to the persistent
+compilation cache).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import sglang as sgl
+from sglang.ci.suites import programs
+from sglang.ci.suites.e2e.server import ServerProcess, free_port, sglang_command
+
+pytestmark = pytest.mark.slow
+
+SERVER_FLAGS = ("--dtype", "float32", "--max-total-tokens", "4096")
+
+
+def _start(device: str, log_dir: Path) -> ServerProcess:
+    port = free_port()
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"} if device == "tpu" else dict(os.environ)
+    args = [*sglang_command(), "serve", "--device", device, "--port", str(port), *SERVER_FLAGS]
+    if device == "cpu":
+        args += ["--cpu-threads", "1"]
+    log_path = log_dir / f"{device}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    server = ServerProcess(process, port, log_path)
+    server.wait_ready(timeout=600)
+    return server
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
+    log_dir = tmp_path_factory.mktemp("cross-device")
+    started: dict[str, ServerProcess] = {}
+    try:
+        for device in ("cpu", "tpu"):
+            started[device] = _start(device, log_dir)
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+def _outputs() -> dict[str, object]:
+    """Every program's generated text (and select's scores) on the default backend."""
+    questions = ["What is the capital of Japan?", "What is the capital city of China?"]
+    choice = programs.true_or_false.run(statement="The capital of Germany is Berlin.")
+    forks = programs.parallel_decoding.run(topic="writing a good blog post", fork_size=3, temperature=0)
+    return {
+        "few_shot_qa": programs.few_shot_qa.run(
+            question="What is the capital of the United Kingdom?", temperature=0
+        ).text(),
+        "few_shot_qa_batch": [
+            s.text() for s in programs.few_shot_qa.run_batch([{"question": q} for q in questions], temperature=0)
+        ],
+        "multi_turn_chat": programs.answer_mt_bench.run(
+            question_1="What is the capital of France?", question_2="And the capital of Germany?", temperature=0
+        ).text(),
+        "select": (choice["answer"], choice.get_meta_info("answer")["normalized_prompt_logprobs"]),
+        "decode_json": programs.decode_json_regex.run(temperature=0).text(),
+        "parallel_decoding": (forks.text(), forks["detailed_tip"]),
+    }
+
+
+def test_programs_agree_across_devices(servers: dict[str, ServerProcess]) -> None:
+    results = {}
+    for device, server in servers.items():
+        sgl.set_default_backend(sgl.RuntimeEndpoint(server.base_url))
+        results[device] = _outputs()
+    cpu, tpu = results["cpu"], results["tpu"]
+    for name in cpu:
+        if name == "select":
+            assert cpu[name][0] == tpu[name][0], name
+            assert cpu[name][1] == pytest.approx(tpu[name][1], abs=1e-3), name
+        else:
+            assert cpu[name] == tpu[name], f"{name}: cpu and tpu outputs differ"
+
+
+@pytest.mark.parametrize(
+    "check",
+    [programs.check_few_shot_qa, programs.check_multi_turn_chat, programs.check_select,
+     programs.check_decode_json, programs.check_parallel_decoding],
+    ids=lambda c: c.__name__,
+)  # fmt: skip
+def test_program_checks_pass_on_tpu(check, servers: dict[str, ServerProcess]) -> None:
+    sgl.set_default_backend(sgl.RuntimeEndpoint(servers["tpu"].base_url))
+    check()
