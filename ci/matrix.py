@@ -108,8 +108,8 @@ def judge(result: SuiteResult) -> Outcome:
     return Outcome("no tests", "nothing collected")
 
 
-def run_cell(target: Target, suite: Suite, extra: Sequence[str], timeout: float) -> Outcome:
-    return judge(run_suite(target.device, suite, dict(target.env), extra, timeout))
+def run_cell(target: Target, suite: Suite, extra: Sequence[str], timeout: float, echo: bool = False) -> Outcome:
+    return judge(run_suite(target.device, suite, dict(target.env), extra, timeout, echo=echo))
 
 
 def known_targets() -> dict[str, Target]:
@@ -195,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the matrix and commands, run nothing")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per cell")
+    parser.add_argument("--echo", action="store_true", help="stream each cell's pytest output to stderr")
     args = parser.parse_args(argv)
 
     known = known_targets()
@@ -215,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     availability = target_availability(targets)
-    results = run_matrix(targets, suites, availability, lambda t, s: run_cell(t, s, extra, args.timeout))
+    results = run_matrix(targets, suites, availability, lambda t, s: run_cell(t, s, extra, args.timeout, args.echo))
     print(render(targets, suites, results))
     if args.json:
         labels = {t.name: t.label for t in targets}
