@@ -33,9 +33,10 @@ def child(device: str, new_tokens: int) -> dict:
     loaded = load_model(ServerArgs(device=device, dtype="float32", cpu_threads=1))
     runner = ModelRunner(loaded.model, loaded.platform, 4096, attention_backend_for(loaded.model, loaded.platform))
     ready = time.perf_counter() - started
-    prompt = loaded.load_tokenizer().apply_chat_template(
-        [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True
-    )
+    tokenizer = loaded.load_tokenizer()
+    chat = [{"role": "user", "content": "What is the capital of France?"}]
+    text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
     next_slot = iter(range(1, 4096))
 
     def run(batch: int, steps: int) -> tuple[float, float]:
