@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_real_model import MAX_NEW_TOKENS, PROMPTS, chat_ids, greedy_ours
 
+from sglang.ci.suites.real_model import MAX_NEW_TOKENS, PROMPTS, chat_ids, greedy_ours
 from sglang.runtime.engine import Engine
 from sglang.runtime.model_loading import LoadedModel, load_model
 from sglang.runtime.server_args import ServerArgs

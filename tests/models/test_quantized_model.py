@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_real_model import PROMPTS, chat_ids, greedy_ours
 
+from sglang.ci.suites.real_model import PROMPTS, chat_ids, greedy_ours
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.quant import QuantizedWeight
 from sglang.runtime.model_loading import LoadedModel, load_model
