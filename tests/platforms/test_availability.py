@@ -113,6 +113,9 @@ def test_tpu(monkeypatch, fake_packages) -> None:
     monkeypatch.setitem(sys.modules, "torchax", None)
     assert reason(TpuPlatform).startswith("torchax is not installed")
     fake_packages("torchax", "")
-    assert reason(TpuPlatform) == "no TPU device visible (Unknown backend: 'tpu' requested, but no platforms are tpu.)"
+    assert reason(TpuPlatform) == (
+        "no TPU device visible (Unknown backend: 'tpu' requested, but no platforms are tpu.); "
+        "JAX_PLATFORMS=cpu runs the tpu platform on XLA:CPU"
+    )
     fake_packages("jax", "def devices(backend=None):\n    return ['TPU_0']\n")
     assert TpuPlatform.is_available()
