@@ -59,7 +59,9 @@ class PoolDecodeAttention(SdpaAttention):
         return None
 
     def capture_metadata(self, batch: int) -> PoolAttentionMetadata:
-        rows = AttentionInputs((1,) * batch, (1,) * batch, torch.zeros(batch, dtype=torch.long))
+        # `inputs` is read only for extend rows, which a decode bucket has none of: one placeholder
+        # for every bucket keeps per-bucket constants (its lengths) out of the compiled step.
+        rows = AttentionInputs((1,), (1,), self._slots[:1])
         return PoolAttentionMetadata(
             inputs=rows, new_slots=self._new_slots[:batch], decode_rows=self._q_index[:batch],
             decode_q_index=self._q_index[:batch], pool_slots=self._slots, pool_starts=self._starts[: batch + 1],
