@@ -254,11 +254,17 @@ def test_smg_worker_killed_mid_run(smg: Service, fleet: Fleet, figures: dict[str
     try:
         # Kill B only once every request of the burst has reached a worker and both hold some:
         # then what B holds is exactly what may fail, and the kill lands mid-run.
+        seen: list[tuple[float, float]] = []
+
         def burst_placed() -> tuple[float, float] | None:
             held = (_in_flight(fleet.a), _in_flight(fleet.b))
+            seen.append(held)
             return held if min(held) >= 1 and sum(held) == burst else None
 
-        held = wait_until(burst_placed, timeout=30, interval=0.05, what="the whole burst running on both workers")
+        try:
+            held = wait_until(burst_placed, timeout=90, interval=0.05, what="the whole burst running on both workers")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; in flight on A/B, last seen: {seen[-5:]}") from None
         fleet.b.kill()
         killed_at = time.monotonic()
     finally:
