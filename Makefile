@@ -29,8 +29,9 @@ generate: setup
 
 test: setup
 	$(PY) -m ruff check .
-	# The Triton kernels in Triton's interpreter (cpu tensors), labelled so in the matrix.
-	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter --suites op_parity,model_parity
+	# Matrix rows that run somewhere other than the device they are about, labelled so: the Triton
+	# kernels in Triton's interpreter (cpu tensors), and the tpu platform on XLA:CPU.
+	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter,tpu-xla-cpu --suites op_parity,model_parity
 	$(PY) -m pytest -q -m "not slow"
 
 test-slow: setup
