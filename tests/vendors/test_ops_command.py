@@ -30,6 +30,8 @@ PRESENT = {
         "rms_norm": "torch_npu",
         "fused_add_rms_norm": "torch_npu",
         "silu_and_mul": "torch_npu",
+        "moe_route": "torch_npu",
+        "moe_experts": "torch_npu",
         "attention_backend": "torch_native",
     },
     "xpu": {"rms_norm": "ipex", "silu_and_mul": "ipex", "attention_backend": "triton"},

@@ -1,5 +1,10 @@
 """A recording stand-in of `torch_npu` (npu_fused_infer_attention_score over a block table,
-npu_rms_norm, npu_add_rms_norm, npu_swiglu), computing with our references."""
+npu_rms_norm, npu_add_rms_norm, npu_swiglu, and the MoE chain: npu_moe_gating_top_k_softmax,
+npu_moe_init_routing, npu_moe_compute_expert_tokens, npu_grouped_matmul,
+npu_moe_finalize_routing), computing with our references or the documented equivalent logic.
+
+The MoE functions record each argument as `describe` gives it (dtype, shape and device of a
+tensor, the value of a host scalar), so tests can check host versus device arguments."""
 
 from __future__ import annotations
 
@@ -9,6 +14,19 @@ import torch.nn.functional as F
 from sglang.ops.norm import rms_norm
 
 from .standin import Recorder, expect, expect_tensor, layer_from, module, reference_attention, token_slots
+
+
+def describe(value: object) -> object:
+    """A recordable summary: a tensor's dtype, shape and device type; lists element-wise; host
+    values as they are."""
+    if isinstance(value, torch.Tensor):
+        return {"dtype": value.dtype, "shape": tuple(value.shape), "device": value.device.type}
+    if isinstance(value, (list, tuple)):
+        return [describe(v) for v in value]
+    return value
+
+
+_MOE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def build(recorder: Recorder) -> dict:
@@ -75,11 +93,131 @@ def build(recorder: Recorder) -> dict:
         out = reference_attention(q, buffer, lens, extend, slots, layer_from(scale, window, None))
         return out.view(query.shape), None
 
+    def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
+        expect_tensor(x, "x", ndim=2)
+        expect(x.dtype in _MOE_DTYPES, f"x: dtype {x.dtype} is not fp16/bf16/fp32")
+        expect(finished is None or finished.dtype == torch.bool, "finished is a bool mask or None")
+        expect(isinstance(k, int) and 0 < k <= min(x.shape[-1], 1024), f"k={k!r}: a host int in (0, min(E, 1024)]")
+        recorder.record("npu_moe_gating_top_k_softmax", x=describe(x), finished=describe(finished), k=k)
+        values, ids = x.float().softmax(-1).topk(k, dim=-1)
+        rows = x.shape[0]
+        row_idx = torch.arange(rows * k, dtype=torch.int32, device=x.device).view(k, rows).t()
+        return values.to(x.dtype), ids.to(torch.int32), row_idx
+
+    def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
+        expect_tensor(x, "x", ndim=2)
+        expect(x.dtype in _MOE_DTYPES, f"x: dtype {x.dtype} is not fp16/bf16/fp32")
+        expect_tensor(expert_idx, "expert_idx", dtype=torch.int32, device_type=x.device.type, ndim=2)
+        expect_tensor(row_idx, "row_idx", dtype=torch.int32, device_type=x.device.type, ndim=2)
+        expect(row_idx.shape == expert_idx.shape, "row_idx has expert_idx's shape")
+        expect(isinstance(active_num, int) and not isinstance(active_num, bool), "active_num is a host int")
+        rows, k = expert_idx.shape
+        gating_layout = torch.arange(rows * k, dtype=torch.int32).view(k, rows).t()
+        expect(torch.equal(row_idx.cpu(), gating_layout), "row_idx is the gating layout row_idx[t, j] = j * T + t")
+        recorder.record(
+            "npu_moe_init_routing",
+            x=describe(x), row_idx=describe(row_idx), expert_idx=describe(expert_idx), active_num=active_num,
+        )  # fmt: skip
+        # The documented equivalent logic: a stable sort of the flattened expert ids.
+        order = expert_idx.reshape(-1).long().argsort(stable=True)
+        sorted_rows = row_idx.reshape(-1)[order].long()
+        expanded_row_idx = torch.empty_like(sorted_rows)
+        expanded_row_idx[sorted_rows] = torch.arange(sorted_rows.numel(), device=x.device)
+        expanded_x = x[sorted_rows[: min(active_num, rows) * k] % rows]
+        return expanded_x, expanded_row_idx.to(torch.int32), expert_idx.reshape(-1)[order]
+
+    def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
+        ids = expect_tensor(sorted_expert_for_source_row, "sorted_expert_for_source_row", dtype=torch.int32, ndim=1)
+        expect(isinstance(num_expert, int) and num_expert > 0, "num_expert is a positive host int")
+        expect(bool((ids[1:] >= ids[:-1]).all()), "sorted_expert_for_source_row is sorted")
+        recorder.record(
+            "npu_moe_compute_expert_tokens", sorted_expert_for_source_row=describe(ids), num_expert=num_expert
+        )
+        experts = torch.arange(num_expert, dtype=torch.int32, device=ids.device)
+        return torch.searchsorted(ids, experts, right=True).to(torch.int32)
+
+    def npu_grouped_matmul(
+        x,
+        weight,
+        *,
+        bias=None,
+        scale=None,
+        offset=None,
+        antiquant_scale=None,
+        antiquant_offset=None,
+        per_token_scale=None,
+        group_list=None,
+        activation_input=None,
+        activation_quant_scale=None,
+        activation_quant_offset=None,
+        split_item=0,
+        group_type=-1,
+        group_list_type=0,
+        act_type=0,
+        output_dtype=None,
+        tuning_config=None,
+    ):
+        expect(isinstance(x, list) and len(x) == 1, "x is a list of one tensor (the single-tensor form)")
+        expect(isinstance(weight, list) and len(weight) == 1, "weight is a list of one tensor")
+        rows, w = expect_tensor(x[0], "x[0]", ndim=2), expect_tensor(weight[0], "weight[0]", dtype=x[0].dtype, ndim=3)
+        expect(rows.dtype in _MOE_DTYPES, f"x: dtype {rows.dtype} is not fp16/bf16/fp32")
+        expect(w.shape[1] == rows.shape[1], "weight[0] is [E, K, N] with x's K")
+        expect(split_item in (2, 3), "one output tensor takes split_item 2 or 3")
+        expect(group_type == 0 and group_list_type == 0, "m-axis groups from a cumulative group list")
+        expect(act_type == 0 and output_dtype is None, "no fused activation, output in x's dtype")
+        unquantized = (bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, activation_input)
+        expect(all(a is None for a in unquantized), "an unquantized matmul passes no bias or scales")
+        ends = expect_tensor(group_list, "group_list", dtype=torch.int64, device_type=rows.device.type, ndim=1)
+        expect(ends.numel() == w.shape[0] <= 1024, "one group per expert, at most 1024")
+        expect(bool((ends[1:] >= ends[:-1]).all()) and int(ends[-1]) == rows.shape[0], "cumulative, ending at M")
+        recorder.record(
+            "npu_grouped_matmul",
+            x=describe(x), weight=describe(weight), weight_contiguous=w.is_contiguous(), group_list=describe(ends),
+            split_item=split_item, group_type=group_type, group_list_type=group_list_type,
+        )  # fmt: skip
+        out = torch.empty(rows.shape[0], w.shape[2], dtype=rows.dtype, device=rows.device)
+        start = 0
+        for expert, end in enumerate(ends.tolist()):
+            out[start:end] = (rows[start:end].float() @ w[expert].float()).to(rows.dtype)
+            start = end
+        return [out]
+
+    def npu_moe_finalize_routing(
+        expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row, /,
+        drop_pad_mode=0,
+    ):  # fmt: skip
+        # Positional only: the last tensor parameter is `export_for_source_row` in some releases
+        # and `expert_for_source_row` in others, so only a positional call works on both.
+        rows = expect_tensor(expanded_permuted_rows, "expanded_permuted_rows", ndim=2)
+        device = rows.device.type
+        expect(skip1 is None and skip2 is None and bias is None, "no skip terms or expert bias here")
+        expect_tensor(scales, "scales", dtype=rows.dtype, device_type=device, ndim=2)
+        tokens, k = scales.shape
+        expect_tensor(expanded_src_to_dst_row, "expanded_src_to_dst_row", dtype=torch.int32, device_type=device, ndim=1)
+        expect_tensor(expert_for_source_row, "expert_for_source_row", dtype=torch.int32, device_type=device, ndim=2)
+        expect(rows.shape[0] == expanded_src_to_dst_row.numel() == tokens * k, "N * K expanded rows")
+        expect(tuple(expert_for_source_row.shape) == (tokens, k), "expert_for_source_row is [N, K]")
+        expect(drop_pad_mode == 0, "dropless, column order")
+        recorder.record(
+            "npu_moe_finalize_routing",
+            expanded_permuted_rows=describe(rows), scales=describe(scales),
+            expanded_src_to_dst_row=describe(expanded_src_to_dst_row),
+            expert_for_source_row=describe(expert_for_source_row),
+        )  # fmt: skip
+        # out[i] = sum_k scales[i, k] * rows[expanded_src_to_dst_row[k * N + i]]
+        picked = rows[expanded_src_to_dst_row.long().view(k, tokens).t()].float()
+        return (picked * scales.float()[..., None]).sum(1).to(rows.dtype)
+
     root = module(
         "torch_npu",
         npu_rms_norm=npu_rms_norm,
         npu_add_rms_norm=npu_add_rms_norm,
         npu_swiglu=npu_swiglu,
         npu_fused_infer_attention_score=npu_fused_infer_attention_score,
+        npu_moe_gating_top_k_softmax=npu_moe_gating_top_k_softmax,
+        npu_moe_init_routing=npu_moe_init_routing,
+        npu_moe_compute_expert_tokens=npu_moe_compute_expert_tokens,
+        npu_grouped_matmul=npu_grouped_matmul,
+        npu_moe_finalize_routing=npu_moe_finalize_routing,
     )
     return {"torch_npu": root}

@@ -29,9 +29,10 @@ def _npu_pages(candidate: Candidate, case, args) -> bool:
     return case.page_size in (None, 16)
 
 
-def _softcap(candidate: Candidate, case, args) -> bool:
-    """The NPU operator has no logit soft-cap: those layers take the reference."""
-    return "softcap" in case.name
+def _npu_reference_cases(candidate: Candidate, case, args) -> bool:
+    """The NPU attention operator has no logit soft-cap and its gating op scores by softmax only:
+    soft-capped layers and sigmoid routing take the reference."""
+    return "softcap" in case.name or (candidate.op == "moe_route" and args[2] != "softmax")
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,10 @@ VENDORS: dict[str, VendorSpec] = {
     "flashinfer": VendorSpec(flashinfer_standin.build, "sglang.platforms.kernels.flashinfer"),
     "aiter": VendorSpec(aiter_standin.build, "sglang.platforms.kernels.aiter", may_skip_vendor=_moe_gelu),
     "torch_npu": VendorSpec(
-        torch_npu_standin.build, "sglang.platforms.kernels.torch_npu", serves=_npu_pages, may_skip_vendor=_softcap
+        torch_npu_standin.build,
+        "sglang.platforms.kernels.torch_npu",
+        serves=_npu_pages,
+        may_skip_vendor=_npu_reference_cases,
     ),
     "ipex": VendorSpec(xpu_standin.build, "sglang.platforms.kernels.xpu"),
 }

@@ -2,7 +2,8 @@
 
 `npu_fused_infer_attention_score` reads paged KV through a block table with host sequence
 lengths; its blocks hold a multiple of 16 tokens (up to 512), its inputs are fp16/bf16 and head
-dims are multiples of 16 up to 512.
+dims are multiples of 16 up to 512. The MoE chain (gating top-k, init routing, grouped matmul,
+finalize routing) takes fp16/bf16/fp32.
 """
 
 import torch
@@ -13,7 +14,7 @@ from sglang.platforms.kernels.registry import KernelFamily
 _HERE = "sglang.platforms.kernels.torch_npu"
 _HALF = frozenset({torch.float16, torch.bfloat16})
 _FLOATS = frozenset({torch.float32, *_HALF})
-_ELEMENTWISE = Requirements(dtypes=_FLOATS, packages=("torch_npu",))
+_FLOAT_INPUTS = Requirements(dtypes=_FLOATS, packages=("torch_npu",))
 _ATTENTION = Requirements(
     dtypes=_HALF,
     head_dims=frozenset(range(16, 513, 16)),
@@ -23,11 +24,14 @@ _ATTENTION = Requirements(
 
 FAMILY = KernelFamily(
     name="torch_npu",
-    description="torch_npu: fused infer attention over a block table, npu_rms_norm, npu_add_rms_norm, npu_swiglu",
+    description="torch_npu: fused infer attention over a block table, npu_rms_norm, npu_add_rms_norm, npu_swiglu, "
+    "MoE gating top-k and the init routing / grouped matmul / finalize routing chain",
     candidates=(
         Candidate("attention_backend", "torch_npu", f"{_HERE}.attention:NpuAttention", requires=_ATTENTION),
-        Candidate("rms_norm", "torch_npu", f"{_HERE}.norm:rms_norm", requires=_ELEMENTWISE),
-        Candidate("fused_add_rms_norm", "torch_npu", f"{_HERE}.norm:fused_add_rms_norm", requires=_ELEMENTWISE),
-        Candidate("silu_and_mul", "torch_npu", f"{_HERE}.activation:silu_and_mul", requires=_ELEMENTWISE),
+        Candidate("rms_norm", "torch_npu", f"{_HERE}.norm:rms_norm", requires=_FLOAT_INPUTS),
+        Candidate("fused_add_rms_norm", "torch_npu", f"{_HERE}.norm:fused_add_rms_norm", requires=_FLOAT_INPUTS),
+        Candidate("silu_and_mul", "torch_npu", f"{_HERE}.activation:silu_and_mul", requires=_FLOAT_INPUTS),
+        Candidate("moe_route", "torch_npu", f"{_HERE}.moe:moe_route", requires=_FLOAT_INPUTS),
+        Candidate("moe_experts", "torch_npu", f"{_HERE}.moe:moe_experts", requires=_FLOAT_INPUTS),
     ),
 )
