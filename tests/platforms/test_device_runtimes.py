@@ -39,8 +39,8 @@ def test_runtime_uses_its_device_module(monkeypatch, runtime_cls: type[TorchDevi
     assert calls == ["synchronize", "empty_cache"]
 
 
-def test_only_cuda_captures_graphs() -> None:
-    assert CudaRuntime.supports_graphs
-    assert not XpuRuntime.supports_graphs and not NpuRuntime.supports_graphs
+def test_cuda_and_npu_capture_graphs() -> None:
+    assert CudaRuntime.supports_graphs and NpuRuntime.supports_graphs
+    assert not XpuRuntime.supports_graphs
     with pytest.raises(NotImplementedError):
         XpuRuntime().capture_graph(lambda: torch.zeros(1))

@@ -1,15 +1,23 @@
 """A recording stand-in of `torch_npu` (npu_fused_infer_attention_score over a block table,
 npu_rms_norm, npu_add_rms_norm, npu_swiglu, and the MoE chain: npu_moe_gating_top_k_softmax,
 npu_moe_init_routing, npu_moe_compute_expert_tokens, npu_grouped_matmul,
-npu_moe_finalize_routing), computing with our references or the documented equivalent logic.
+npu_moe_finalize_routing), computing with our references or the documented equivalent logic;
+and `torch_npu.npu`'s graph capture (`NPUGraph`, `graph`, streams), emulated as below.
 
 The MoE functions record each argument as `describe` gives it (dtype, shape and device of a
 tensor, the value of a host scalar), so tests can check host versus device arguments."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from sglang.ops.norm import rms_norm
 
@@ -27,6 +35,104 @@ def describe(value: object) -> object:
 
 
 _MOE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+class _CapturedOps(TorchDispatchMode):
+    """What an NPU graph holds, emulated: every aten call made during capture, with the very
+    tensors it read and wrote. A replay runs the calls again over those tensors and writes each
+    result into the tensor the capture produced, so a replay sees exactly what a real graph sees:
+    the current contents of the captured tensors, and nothing Python decided during capture
+    (host values, new tensors, branches) ever changes. A host read of a device value inside
+    capture is a contract error, as it is on the device (a capture cannot synchronize)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        expect(func is not torch.ops.aten._local_scalar_dense.default, "a host read inside NPU graph capture")
+        out = func(*args, **kwargs)
+        self.calls.append((func, args, kwargs, out))
+        return out
+
+    def replay(self) -> None:
+        for func, args, kwargs, out in self.calls:
+            fresh = func(*args, **kwargs)
+            for old, new in zip(tree_leaves(out), tree_leaves(fresh)):
+                # Views and in-place results alias the captured tensor already: nothing to copy.
+                if (
+                    isinstance(old, torch.Tensor)
+                    and old.untyped_storage().data_ptr() != new.untyped_storage().data_ptr()
+                ):
+                    old.copy_(new)
+
+
+def graph_module(recorder: Recorder) -> ModuleType:
+    """`torch_npu.npu` for graph capture: streams, `NPUGraph` and the `graph` context."""
+    ids = itertools.count()
+
+    class Stream:
+        def __init__(self) -> None:
+            self.id = next(ids)
+
+        def wait_stream(self, other: Stream) -> None:
+            recorder.record("Stream.wait_stream", stream=self.id, waits_for=other.id)
+
+    streams = [Stream()]
+
+    def current_stream() -> Stream:
+        return streams[-1]
+
+    @contextmanager
+    def stream(s: Stream) -> Iterator[None]:
+        expect(isinstance(s, Stream), "stream() takes a torch.npu.Stream")
+        recorder.record("stream", stream=s.id)
+        streams.append(s)
+        try:
+            yield
+        finally:
+            streams.pop()
+
+    class NPUGraph:
+        def __init__(self) -> None:
+            self.captured: _CapturedOps | None = None
+            self.capturing: _CapturedOps | None = None
+
+        def capture_begin(self, pool=None, capture_error_mode="global") -> None:
+            expect(self.captured is None and self.capturing is None, "an NPUGraph is captured once")
+            self.capturing = _CapturedOps()
+            self.capturing.__enter__()
+            recorder.record("NPUGraph.capture_begin", pool=pool, stream=current_stream().id)
+
+        def capture_end(self) -> None:
+            self.capturing.__exit__(None, None, None)
+            self.captured, self.capturing = self.capturing, None
+            recorder.record("NPUGraph.capture_end", calls=len(self.captured.calls))
+
+        def replay(self) -> None:
+            expect(self.captured is not None, "replay before capture")
+            recorder.record("NPUGraph.replay")
+            self.captured.replay()
+
+    class graph:
+        def __init__(self, npu_graph, pool=None, stream=None, auto_dispatch_capture=False, capture_error_mode="global"):
+            expect(isinstance(npu_graph, NPUGraph), "graph() takes a torch.npu.NPUGraph")
+            self.npu_graph, self.pool, self.mode = npu_graph, pool, capture_error_mode
+            # Without a stream the context captures on a side stream of its own, as torch_npu's does.
+            self.stream = stream if stream is not None else Stream()
+
+        def __enter__(self) -> None:
+            streams.append(self.stream)
+            self.npu_graph.capture_begin(self.pool, capture_error_mode=self.mode)
+
+        def __exit__(self, *exc) -> None:
+            self.npu_graph.capture_end()
+            streams.pop()
+
+    return module(
+        "torch_npu.npu", Stream=Stream, current_stream=current_stream, stream=stream, NPUGraph=NPUGraph, graph=graph
+    )
 
 
 def build(recorder: Recorder) -> dict:
@@ -219,5 +325,6 @@ def build(recorder: Recorder) -> dict:
         npu_moe_compute_expert_tokens=npu_moe_compute_expert_tokens,
         npu_grouped_matmul=npu_grouped_matmul,
         npu_moe_finalize_routing=npu_moe_finalize_routing,
+        npu=graph_module(recorder),
     )
-    return {"torch_npu": root}
+    return {"torch_npu": root, "torch_npu.npu": root.npu}

@@ -8,6 +8,10 @@ int32 goes on the device. Decode steps without a sliding window run as one batch
 right (`sparse_mode=3` with the operator's 2048x2048 mask), or banded for a window
 (`sparse_mode=4`, `pre_tokens = window - 1`). The operator has no logit soft-cap: such layers
 take the reference.
+
+Decode steps are not captured into NPU graphs (`init_capture` says why): the host lengths are
+read when the operator is launched, so a replayed graph would attend over the lengths it was
+captured with.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from sglang.ops.attention import (
     AttentionInputs,
     AttentionLayer,
     AttentionMetadata,
+    CaptureLimits,
     ReferenceAttention,
 )
 from sglang.platforms.kernels.page_views import block_table
@@ -48,6 +53,13 @@ class NpuAttention(AttentionBackend):
     def plan(self, inputs: AttentionInputs) -> NpuMetadata:
         table = block_table(inputs, self.page_size).to(self.device)
         return NpuMetadata(inputs=inputs, new_slots=inputs.new_slots().to(self.device), block_table=table)
+
+    def init_capture(self, limits: CaptureLimits) -> str | None:
+        return (
+            "torch_npu's fused infer attention takes sequence lengths as host lists, read at launch: "
+            "a replayed NPU graph would keep the captured lengths (updating them per replay, "
+            "NPUGraph.update(cpu_update_input=...), is not wired)"
+        )
 
     def forward(self, q, k, v, kv_buffer, metadata: NpuMetadata, layer: AttentionLayer):
         if layer.logit_softcap is not None:
