@@ -1,8 +1,9 @@
 """The xpu platform: Intel GPUs through torch's built-in XPU backend.
 
-Kernels: Intel's IPEX kernels (the ipex family) where importable; then the shared Triton family,
-which needs Intel's Triton build (the PyPI `triton` wheel ships only the nvidia and amd
-backends; Intel's build adds `triton.backends.intel`); then torch_native.
+Kernels: Intel's IPEX kernels (the ipex family) where importable (its paged attention only for
+fp16/bf16 on pools of 16- or 32-token pages); then the shared Triton family, which needs Intel's
+Triton build (the PyPI `triton` wheel ships only the nvidia and amd backends; Intel's build adds
+`triton.backends.intel`); then torch_native.
 """
 
 from __future__ import annotations
