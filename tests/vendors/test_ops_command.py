@@ -66,3 +66,17 @@ def test_npu_attention_needs_pages_of_16(capsys) -> None:
     reason = next(r["reason"] for r in row["rejected"] if r["family"] == "torch_npu")
     assert "page size 1 not supported" in reason
     assert _table(capsys, "npu", "--page-size", "128")["attention_backend"]["family"] == "torch_npu"
+
+
+def test_xpu_attention_needs_pages_of_16_or_32(capsys) -> None:
+    """IPEX's paged decode kernel takes blocks of 16 or 32 tokens: page size 1 goes to Triton."""
+    row = _table(capsys, "xpu")["attention_backend"]
+    reason = next(r["reason"] for r in row["rejected"] if r["family"] == "ipex")
+    assert "page size 1 not supported" in reason
+    for page_size in ("16", "32"):
+        assert _table(capsys, "xpu", "--page-size", page_size)["attention_backend"]["family"] == "ipex"
+    missing = _table(capsys, "xpu", "--page-size", "16", "--assume-missing", "intel_extension_for_pytorch")
+    assert missing["attention_backend"]["family"] == "triton"
+    fp32 = _table(capsys, "xpu", "--page-size", "16", "--dtype", "float32")["attention_backend"]
+    assert fp32["family"] == "triton"
+    assert "dtype float32 not supported" in next(r["reason"] for r in fp32["rejected"] if r["family"] == "ipex")
