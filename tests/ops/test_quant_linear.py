@@ -1,8 +1,10 @@
 """Quantized weights in the op contract: formats, the reference, and every candidate serving them.
 
 Each candidate that declares a quantized format is compared with the reference (dequantize, then
-the dense op). Dequantization is exact float32 arithmetic in both, so they differ only by the
-order of the float32 sums: tolerance 1e-5 relative to the output scale.
+the dense op). Where a kernel dequantizes in exact float32 arithmetic (as the reference does) they
+differ only by the order of the float32 sums: tolerance 1e-5 relative to the output scale. The
+cpu_quant kernels take int16 activations for few rows (`INT16_ACTIVATION_MAX_ROWS`): there the error is
+held to the bound that rounding each activation by half its block's step implies.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from sglang.ops.quant import QuantizedWeight, WeightFormat, cat_rows, quantize
 from sglang.ops.selection import SelectionContext, ineligibility
 from sglang.platforms.base import ModelFacts
 from sglang.platforms.cpu.platform import CpuPlatform
+from sglang.platforms.kernels.cpu_quant.linear import INT16_ACTIVATION_MAX_ROWS
 from sglang.platforms.kernels.registry import family
 
 FORMATS = ("int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_channel")
@@ -57,8 +60,29 @@ def test_rows_and_stacking_keep_every_value() -> None:
     assert torch.equal(reference_embedding(ids, w), torch.nn.functional.embedding(ids, w.dequantize()))
 
 
+def int16_activation_error_bound(x: torch.Tensor, weight: QuantizedWeight) -> torch.Tensor:
+    """Per output, the most that rounding every 32-value block of `x` to steps of
+    `max|block| / 32767` can move `x @ W^T`: half a step times the block's `sum |w|`, summed."""
+    half_step = x.reshape(-1, x.shape[-1] // 32, 32).abs().amax(-1) / 32767 / 2
+    w_abs = weight.dequantize().abs().reshape(weight.shape[0], -1, 32).sum(-1)
+    return (half_step @ w_abs.t()).reshape(*x.shape[:-1], weight.shape[0])
+
+
+def assert_within_the_kernel_error(got: torch.Tensor, expected: torch.Tensor, x: torch.Tensor, w: QuantizedWeight,
+                                   rows: int) -> None:  # fmt: skip
+    float_error = 1e-5 * expected.abs().max().item()
+    if rows <= INT16_ACTIVATION_MAX_ROWS[w.format.bits]:
+        excess = (got - expected).abs() - int16_activation_error_bound(x, w) - float_error
+        assert excess.max().item() <= 0, f"error over the int16-activation bound by {excess.max().item():.3e}"
+    else:
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=float_error)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize(("m", "n", "k", "bias"), [(1, 96, 256, False), (3, 30, 128, True), (17, 64, 384, False)])
+@pytest.mark.parametrize(
+    ("m", "n", "k", "bias"),
+    [(1, 96, 256, False), (3, 30, 128, True), (4, 3, 64, False), (17, 64, 384, False), (5, 64, 384, True)],
+)
 def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int, bias: bool) -> None:
     fmt_ = WeightFormat.parse(fmt)
     if k % (fmt_.group_size or k):
@@ -73,7 +97,40 @@ def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int
     for candidate in candidates:
         got = load(candidate)(x, w, b)
         assert got.shape == expected.shape
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+        if n < 4:  # fewer weight rows than the integer kernel's tile: the float one serves
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+        else:
+            assert_within_the_kernel_error(got, expected, x, w, rows=2 * m)
+
+
+@pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])
+def test_int16_activations_end_at_the_boundary(fmt: str) -> None:
+    """Up to the boundary the output carries int16-activation error; one row more, float32's only."""
+    gen = torch.Generator().manual_seed(3)
+    w = quantize(torch.randn(64, 256, generator=gen), WeightFormat.parse(fmt))
+    kernel = load(quantized_candidates(fmt)[0])
+    boundary = INT16_ACTIVATION_MAX_ROWS[w.format.bits]
+    for rows, int16 in ((boundary, True), (boundary + 1, False)):
+        x = torch.randn(rows, 256, generator=gen)
+        expected = reference_linear(x, w)
+        error = (kernel(x, w) - expected).abs().max().item() / expected.abs().max().item()
+        assert (error > 3e-6) == int16, f"{rows} rows: relative error {error:.1e}"
+
+
+@pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])
+@pytest.mark.parametrize(("rows", "split"), [(2, 1), (4, 1), (4, 2), (40, 10), (40, 20)])
+def test_a_rows_output_does_not_depend_on_the_other_rows(fmt: str, rows: int, split: int) -> None:
+    """Within a regime each row's output is bit-for-bit the same whether it comes alone, in a few
+    rows or in the whole batch."""
+    gen = torch.Generator().manual_seed(5)
+    w = quantize(torch.randn(72, 128, generator=gen), WeightFormat.parse(fmt))
+    x = torch.randn(rows, 128, generator=gen)
+    kernel = load(quantized_candidates(fmt)[0])
+    boundary = INT16_ACTIVATION_MAX_ROWS[w.format.bits]
+    if (rows <= boundary) != (split <= boundary):
+        pytest.skip(f"a {rows}-row call and {split}-row calls take different regimes for {fmt}")
+    parts = torch.cat([kernel(x[i : i + split], w) for i in range(0, rows, split)])
+    assert torch.equal(parts, kernel(x, w))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -22,7 +22,9 @@ from sglang.runtime.loader.cache import cache_root
 
 logger = logging.getLogger(__name__)
 
-SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("quant_linear.cpp", "decode_attention.cpp"))
+CSRC = Path(__file__).with_name("csrc")
+SOURCES = (CSRC / "quant_linear.cpp", CSRC / "decode_attention.cpp")
+HEADERS = (CSRC / "int16_activations.h",)
 NAME = "sglang_cpu_quant"
 
 
@@ -40,7 +42,7 @@ def ensure_built() -> None:
 
     flags = compile_flags()
     digest = hashlib.sha256(" ".join(flags).encode() + torch.__version__.encode())
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         digest.update(source.read_bytes())
     key = digest.hexdigest()
     folder = cache_root("torch_extensions") / f"{NAME}-{key[:16]}"

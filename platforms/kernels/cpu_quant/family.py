@@ -1,8 +1,8 @@
 """The cpu_quant family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear, and
 paged decode attention that reads the KV pool in place.
 
-The kernels are built once per machine and cached (see build.py) and compute in float32, so the
-family serves float32 models; other dtypes keep the next family's or the reference.
+The kernels are built once per machine and cached (see build.py) and take float32 activations, so
+the family serves float32 models; other dtypes keep the next family's or the reference.
 """
 
 import torch
@@ -18,7 +18,8 @@ the dense layers of a quantized model go through the candidate to torch's dense 
 
 FAMILY = KernelFamily(
     name="cpu_quant",
-    description="C++ host kernels (AVX2/FMA): weight-only int8/int4 linear, in-place paged decode attention; float32",
+    description="C++ host kernels (AVX2/FMA): int8/int4 weight linear (int8 activations at decode), "
+    "in-place paged decode attention; float32",
     candidates=(
         Candidate(
             "linear",

@@ -1,8 +1,12 @@
 """The `linear` candidate of the cpu_quant family: quantized weights through the C++ kernels.
 
 A dense weight goes to torch's own dense kernel (every quantized model has some dense layers);
-a `QuantizedWeight` goes to the kernel of its bit width, which dequantizes tiles of rows into
-float32 and accumulates in float32 (so it matches the reference to within summation order).
+a `QuantizedWeight` goes to the kernel of its bit width, which has two regimes by the number of
+input rows. Up to `INT16_ACTIVATION_MAX_ROWS[bits]` rows (decode) it quantizes the activations to int16 per
+32-value block and multiplies in integers: each input value is off by at most half its block's
+step of `max|x_block| / 32767`. With more rows (prefill), or weights with fewer than 4 rows, it
+dequantizes tiles of rows into float32 and accumulates in float32: the reference to within
+summation order. In each regime a row's output does not depend on the other rows of the call.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from sglang.platforms.kernels.cpu_quant.build import ensure_built
 
 ensure_built()
 _OPS = torch.ops.sglang_cpu_quant
+
+INT16_ACTIVATION_MAX_ROWS = {4: 2, 8: 4}
+"""By weight bits, the input rows up to which the kernels take int16 activations: the C++
+formats' `max_rows` (a test pins each boundary on both sides)."""
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:

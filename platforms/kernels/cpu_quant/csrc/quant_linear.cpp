@@ -6,19 +6,17 @@
 //     layout); w = scale * q + offset, q in 0..15, scale/offset float32 [N, K/G].
 //   int8, group G (a multiple of 8; G = K is per channel): int8 [N, K]; w = scale * q.
 //
-// Why this shape: at batch 1 decode reads every weight once, so the kernel must stream the
-// packed bytes at memory bandwidth; at batch 16-64 it must not re-dequantize per row. Both are
-// served by one loop: a tile of TILE_N output rows is dequantized into a float buffer that stays
-// in L1, then every input row is multiplied against it (two input rows at a time, so each weight
-// load feeds two FMAs). Dequantization is exact float32 arithmetic (scale * q + offset, one
-// fused multiply-add), the same values the reference computes; only the summation order differs.
-#include <torch/extension.h>
-#include <ATen/Parallel.h>
-#include <vector>
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define SGL_AVX2 1
-#endif
+// Two kernels, by the number of input rows M:
+// - M up to the format's max_rows (decode): int16_activations.h, the activations quantized per
+//   block and integer dot products (at one or a few rows the float conversion of every weight,
+//   not memory, was the bound).
+// - more rows (prefill, large decode batches): a tile of TILE_N output rows is dequantized into
+//   a float buffer that stays in L1, then every input row is multiplied against it (two input
+//   rows at a time, so each weight load feeds two FMAs). Dequantization is exact float32
+//   arithmetic (scale * q + offset, one fused multiply-add), the same values the reference
+//   computes; only the summation order differs.
+// Within each kernel an output row does not depend on the other rows of the call.
+#include "int16_activations.h"
 
 namespace {
 
@@ -138,55 +136,11 @@ void tile_matmul(const float* x, int64_t M, int64_t K, const float* buf, float* 
 #endif
 }
 
-#ifdef SGL_AVX2
-// Few input rows (decode): dequantize in registers, never through the buffer. Each (m, n) output
-// accumulates in one vector over k ascending, then a horizontal sum: the order tile_matmul uses,
-// so results do not depend on the batch size. TILE_N rows at once keep TILE_N * M FMA chains
-// independent.
-template <int M>
-void fused_int4(const float* x, int64_t K, int64_t G, const uint8_t* packed, const float* scales,
-                const float* offsets, int64_t n0, float* y, int64_t N) {
-  const int64_t groups = K / G;
-  __m256 acc[M][TILE_N];
-  for (int m = 0; m < M; ++m)
-    for (int r = 0; r < TILE_N; ++r) acc[m][r] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; k += 32) {
-    for (int r = 0; r < TILE_N; ++r) {
-      const int64_t n = n0 + r;
-      __m256 w[4];
-      int4_block(packed + n * (K / 2) + k / 2, scales[n * groups + k / G], offsets[n * groups + k / G], w);
-      for (int m = 0; m < M; ++m)
-        for (int i = 0; i < 4; ++i) acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k + 8 * i), w[i], acc[m][r]);
-    }
-  }
-  for (int m = 0; m < M; ++m)
-    for (int r = 0; r < TILE_N; ++r) y[m * N + n0 + r] = hsum(acc[m][r]);
-}
+namespace q16 = sgl_int16_activations;
 
-template <int M>
-void fused_int8(const float* x, int64_t K, int64_t G, const int8_t* q, const float* scales, int64_t n0, float* y,
-                int64_t N) {
-  const int64_t groups = K / G;
-  __m256 acc[M][TILE_N];
-  for (int m = 0; m < M; ++m)
-    for (int r = 0; r < TILE_N; ++r) acc[m][r] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; k += 8) {
-    for (int r = 0; r < TILE_N; ++r) {
-      const int64_t n = n0 + r;
-      const __m256 w = int8_lanes(q + n * K + k, scales[n * groups + k / G]);
-      for (int m = 0; m < M; ++m) acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k), w, acc[m][r]);
-    }
-  }
-  for (int m = 0; m < M; ++m)
-    for (int r = 0; r < TILE_N; ++r) y[m * N + n0 + r] = hsum(acc[m][r]);
-}
-#endif
-
-constexpr int64_t FUSED_MAX_M = 2;
-
-template <typename Dequant, typename Fused>
+template <typename Dequant, typename Format>
 torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::Tensor>& bias, Dequant dequant,
-                  Fused fused) {
+                  const Format& format) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "quantized linear: x must be float32");
   const auto shape = x.sizes().vec();
   const int64_t K = shape.back();
@@ -197,6 +151,11 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
   torch::Tensor y = torch::empty({M, N}, x.options());
   const float* xp = x2.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  if (M <= Format::max_rows && q16::serves(N, K, format.G)) {
+    q16::matmul(xp, M, format, N, yp);
+    if (bias.has_value()) y.add_(bias.value());
+    return y.reshape(out_shape);
+  }
   const int64_t tiles = (N + TILE_N - 1) / TILE_N;
   // Enough tiles per task to amortize scheduling, few enough to balance across threads.
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
@@ -205,12 +164,6 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n0 = t * TILE_N;
       const int rows = static_cast<int>(std::min<int64_t>(TILE_N, N - n0));
-#ifdef SGL_AVX2
-      if (rows == TILE_N && M <= FUSED_MAX_M) {
-        fused(xp, M, n0, yp);
-        continue;
-      }
-#endif
       dequant(n0, rows, buf.data());
       if (rows == TILE_N) {
         tile_matmul<TILE_N>(xp, M, K, buf.data(), yp, N, n0);
@@ -233,12 +186,7 @@ torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, c
   const float* o = offsets.data_ptr<float>();
   return run(
       x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); },
-      [=](const float* xp, int64_t M, int64_t n0, float* yp) {
-#ifdef SGL_AVX2
-        if (M == 1) fused_int4<1>(xp, K, group, p, s, o, n0, yp, N);
-        else fused_int4<2>(xp, K, group, p, s, o, n0, yp, N);
-#endif
-      });
+      q16::Int4Format{p, s, o, K, group});
 }
 
 torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, const torch::Tensor& scales,
@@ -250,12 +198,7 @@ torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, 
   const float* s = scales.data_ptr<float>();
   return run(
       x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); },
-      [=](const float* xp, int64_t M, int64_t n0, float* yp) {
-#ifdef SGL_AVX2
-        if (M == 1) fused_int8<1>(xp, K, group, q, s, n0, yp, N);
-        else fused_int8<2>(xp, K, group, q, s, n0, yp, N);
-#endif
-      });
+      q16::Int8Format{q, s, K, group});
 }
 
 }  // namespace
