@@ -3,7 +3,7 @@
 The programs are written as upstream SGLang users write them; each check asserts what its
 programs must produce on the embedded model. Programs that need a feature the native endpoint
 lacks (API speculation, measured through an API backend's token usage) are not run here; heavy
-programs run under `-m slow`.
+programs run under `-m slow`; `CORE_PROGRAMS` are in the `e2e_core` subset.
 """
 
 from __future__ import annotations
@@ -16,11 +16,17 @@ import sglang as sgl
 from sglang.ci.suites.e2e.server import ServerProcess
 from sglang.ci.suites.programs import PROGRAMS, Feature, ProgramCase
 
-ENDPOINT_CASES = [
-    pytest.param(case, id=case.name, marks=[pytest.mark.slow] if case.heavy else [])
-    for case in PROGRAMS
-    if Feature.API_SPEC not in case.needs
-]
+CORE_PROGRAMS = frozenset({"few_shot_qa", "select", "stream"})
+"""The programs of the `e2e_core` subset: generation, choice scoring and streaming, in few batch shapes."""
+
+
+def _marks(case: ProgramCase) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.slow] if case.heavy else []
+    return [*marks, pytest.mark.e2e_core] if case.name in CORE_PROGRAMS else marks
+
+
+ENDPOINT_CASES = [pytest.param(case, id=case.name, marks=_marks(case)) for case in PROGRAMS
+                  if Feature.API_SPEC not in case.needs]  # fmt: skip
 
 
 @pytest.fixture

@@ -54,6 +54,7 @@ def running_stream(server: ServerProcess, rid: str, max_new_tokens: int = 2000) 
 # -- /generate ---------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e_core
 def test_generate_single(http: httpx.Client, tokenizer: Any) -> None:
     out = generate(http, text=PROMPT, sampling_params=greedy(6, ignore_eos=True))
     meta = out["meta_info"]
@@ -69,6 +70,7 @@ def test_generate_single(http: httpx.Client, tokenizer: Any) -> None:
     assert again["meta_info"]["id"] != meta["id"]
 
 
+@pytest.mark.e2e_core
 def test_generate_batch_with_per_item_sampling_params(http: httpx.Client) -> None:
     prompts = [PROMPT, "One, two, three,", "Water boils at"]
     params = [greedy(1, ignore_eos=True), greedy(3, ignore_eos=True), greedy(2, ignore_eos=True)]
@@ -87,6 +89,7 @@ def test_generate_one_sampling_params_for_a_batch(http: httpx.Client) -> None:
     assert [o["meta_info"]["completion_tokens"] for o in out] == [2, 2]
 
 
+@pytest.mark.e2e_core
 def test_generate_stream_is_cumulative_and_ends_with_done(http: httpx.Client) -> None:
     events = stream_generate(http, text=PROMPT, sampling_params=greedy(5, ignore_eos=True))
     assert events[-1] == "[DONE]"
@@ -161,6 +164,7 @@ def test_generate_stop_string(http: httpx.Client) -> None:
 # -- info and health ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e_core
 def test_get_model_info(model_info: dict[str, Any]) -> None:
     assert model_info["is_generation"] is True
     assert model_info["architecture"] == "LlamaForCausalLM"
@@ -179,6 +183,7 @@ def test_get_server_info(server: ServerProcess) -> None:
     assert "api_key" not in info
 
 
+@pytest.mark.e2e_core
 def test_health_and_health_generate(http: httpx.Client) -> None:
     assert http.get("/health").status_code == 200
     assert http.get("/health_generate").status_code == 200
@@ -201,6 +206,7 @@ def test_flush_cache_refused_while_a_request_runs(server: ServerProcess, http: h
     assert server.server_info()["kv_tokens_cached"] == 0
 
 
+@pytest.mark.e2e_core
 def test_abort_request_ends_a_running_stream(server: ServerProcess, http: httpx.Client) -> None:
     rid = f"abort-{uuid.uuid4().hex}"
     with running_stream(server, rid) as events:

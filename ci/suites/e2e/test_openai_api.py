@@ -12,7 +12,7 @@ import jsonschema
 import openai
 import pytest
 
-from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess
+from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error
 
 QUESTION = "What is the capital of France?"
 PROMPT = "The capital of France is"
@@ -40,6 +40,7 @@ def user(content: str) -> list[dict[str, str]]:
 # -- /v1/models --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e_core
 def test_models_lists_the_served_model(client: openai.OpenAI, model_info: dict[str, Any]) -> None:
     models = client.models.list().data
     assert len(models) == 1
@@ -50,6 +51,7 @@ def test_models_lists_the_served_model(client: openai.OpenAI, model_info: dict[s
 # -- /v1/completions ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e_core
 def test_completion(client: openai.OpenAI, model: str, tokenizer: Any) -> None:
     out = client.completions.create(model=model, prompt=PROMPT, max_tokens=5, temperature=0, extra_body=NO_EOS)
     assert out.object == "text_completion" and out.id and out.model == model
@@ -62,6 +64,7 @@ def test_completion(client: openai.OpenAI, model: str, tokenizer: Any) -> None:
     assert out.usage.total_tokens == out.usage.prompt_tokens + 5
 
 
+@pytest.mark.e2e_core
 def test_completion_stream_with_usage(client: openai.OpenAI, model: str) -> None:
     kwargs = {"model": model, "prompt": PROMPT, "max_tokens": 5, "temperature": 0, "extra_body": NO_EOS}
     whole = client.completions.create(**kwargs).choices[0].text
@@ -164,9 +167,25 @@ def test_completion_seed_reproducible(client: openai.OpenAI, model: str) -> None
     assert len({first, sample(1), sample(2), sample(3)}) > 1, "sampling with different seeds never differs"
 
 
+@pytest.mark.e2e_core
+def test_bad_requests_are_openai_400s(client: openai.OpenAI, model: str, model_info: dict[str, Any]) -> None:
+    """Out-of-range values and a prompt past the context are refused before any step runs."""
+    too_long = [42] * (model_info["context_length"] + 1)
+    calls = [  # (what the error names, the call)
+        ("temperature", lambda: client.chat.completions.create(model=model, messages=user(QUESTION), temperature=-1)),
+        ("max_tokens", lambda: client.completions.create(model=model, prompt=PROMPT, max_tokens=-1)),
+        ("context", lambda: client.completions.create(model=model, prompt=too_long, max_tokens=1)),
+    ]
+    for named, call in calls:
+        with pytest.raises(openai.BadRequestError) as refused:
+            call()
+        assert_openai_error(refused.value.response, 400, named)
+
+
 # -- /v1/chat/completions ----------------------------------------------------------------------
 
 
+@pytest.mark.e2e_core
 def test_chat(client: openai.OpenAI, model: str) -> None:
     out = client.chat.completions.create(model=model, messages=user(QUESTION), max_completion_tokens=12, temperature=0)
     assert out.object == "chat.completion" and out.model == model
@@ -189,6 +208,7 @@ def test_chat_max_completion_tokens(client: openai.OpenAI, model: str) -> None:
     assert legacy.usage.completion_tokens == 3
 
 
+@pytest.mark.e2e_core
 def test_chat_stream_with_usage(client: openai.OpenAI, model: str) -> None:
     kwargs = {"model": model, "messages": user(QUESTION), "max_completion_tokens": 6, "temperature": 0}
     whole = client.chat.completions.create(**kwargs)
