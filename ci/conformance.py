@@ -100,3 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.junit:
         report.write_junit(args.junit)
     return 0 if report.verdict() == "conformant" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -23,7 +23,7 @@ from sglang.runtime.loader.cache import cache_root
 logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = (CSRC / "quant_linear.cpp", CSRC / "decode_attention.cpp")
+SOURCES = (CSRC / "quant_linear.cpp", CSRC / "decode_attention.cpp", CSRC / "decode_glue.cpp")
 HEADERS = (CSRC / "int16_activations.h",)
 NAME = "sglang_cpu_quant"
 
@@ -65,3 +65,11 @@ def _register_fakes() -> None:
     torch.library.register_fake(f"{NAME}::int4_linear")(lambda x, packed, scales, offsets, group, bias: out(x, packed))
     torch.library.register_fake(f"{NAME}::int8_linear")(lambda x, qweight, scales, group, bias: out(x, qweight))
     torch.library.register_fake(f"{NAME}::decode_attention")(lambda q, kv, slots, starts, scale: torch.empty_like(q))
+    torch.library.register_fake(f"{NAME}::rms_norm")(lambda x, weight, eps: torch.empty_like(x))
+    torch.library.register_fake(f"{NAME}::fused_add_rms_norm")(
+        lambda x, residual, weight, eps: (torch.empty_like(x), torch.empty_like(x))
+    )
+    torch.library.register_fake(f"{NAME}::apply_rotary")(
+        lambda positions, q, k, cos_sin, is_neox: (torch.empty_like(q), torch.empty_like(k))
+    )
+    torch.library.register_fake(f"{NAME}::silu_and_mul")(lambda x: x.new_empty((*x.shape[:-1], x.shape[-1] // 2)))

@@ -1,5 +1,6 @@
-"""The cpu_quant family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear, and
-paged decode attention that reads the KV pool in place.
+"""The cpu_quant family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear,
+paged decode attention that reads the KV pool in place, and the small float32 ops around them
+(RMSNorm, rotary, SiLU-and-mul), which at decode cost more through torch's dispatch than they compute.
 
 The kernels are built once per machine and cached (see build.py) and take float32 activations, so
 the family serves float32 models; other dtypes keep the next family's or the reference.
@@ -13,13 +14,13 @@ from sglang.platforms.kernels.registry import KernelFamily
 _HERE = "sglang.platforms.kernels.cpu_quant"
 
 WEIGHT_FORMATS = frozenset({"int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_g64", "int8_g128", "int8_channel"})
-"""Quantized formats only: a dense model keeps torch's own linear (and never builds the kernels);
-the dense layers of a quantized model go through the candidate to torch's dense kernel."""
+"""Quantized formats only: a dense model keeps torch's own linear; the dense layers of a quantized
+model go through the candidate to torch's dense kernel."""
 
 FAMILY = KernelFamily(
     name="cpu_quant",
-    description="C++ host kernels (AVX2/FMA): int8/int4 weight linear (int8 activations at decode), "
-    "in-place paged decode attention; float32",
+    description="C++ host kernels (AVX2/FMA): int8/int4 weight linear (int16 activations at decode), "
+    "in-place paged decode attention, RMSNorm, rotary, SiLU-and-mul; float32",
     candidates=(
         Candidate(
             "linear",
@@ -32,6 +33,10 @@ FAMILY = KernelFamily(
             "cpu_quant",
             f"{_HERE}.attention:PoolDecodeAttention",
             Requirements(dtypes=frozenset({torch.float32})),
+        ),
+        *(
+            Candidate(op, "cpu_quant", f"{_HERE}.elementwise:{op}", Requirements(dtypes=frozenset({torch.float32})))
+            for op in ("rms_norm", "fused_add_rms_norm", "apply_rotary", "silu_and_mul")
         ),
     ),
 )

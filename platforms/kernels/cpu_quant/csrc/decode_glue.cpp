@@ -1,0 +1,132 @@
+// The small float32 ops around a decode step's matmuls: RMSNorm (plain and fused with the
+// residual add), rotary embedding and SiLU-and-multiply.
+//
+// Why C++: at decode each of these touches a few hundred values, and through torch they are a
+// chain of 5-10 dispatched ops each (pow, mean, rsqrt, mul, cat...), about 100 us per norm on
+// this class of machine: together more than the attention of a step. Here each is one loop.
+// Rows are split over threads only when there are enough of them to pay for waking threads
+// (a decode row runs inline). Arithmetic is float32 throughout, in the references' order of
+// operations (mean of squares, then rsqrt, then scale), so results match them to rounding.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <cmath>
+
+namespace {
+
+constexpr int64_t ROWS_PER_TASK = 16;
+
+// Views (a head-wise slice of a fused projection) are copied once into rows.
+torch::Tensor float_rows(const torch::Tensor& x, const char* op) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, op, ": float32 only");
+  return x.contiguous();
+}
+
+inline void normalize_row(const float* x, const float* w, float eps, int64_t H, float* out) {
+  float squares = 0.f;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t i = 0; i < H; ++i) squares += x[i] * x[i];
+  const float inv = 1.f / std::sqrt(squares / static_cast<float>(H) + eps);
+#pragma omp simd
+  for (int64_t i = 0; i < H; ++i) out[i] = w[i] * (x[i] * inv);
+}
+
+torch::Tensor rms_norm(const torch::Tensor& input, const torch::Tensor& weight, double eps) {
+  const torch::Tensor x = float_rows(input, "rms_norm");
+  const int64_t H = x.size(-1), rows = x.numel() / H;
+  torch::Tensor out = torch::empty_like(x);
+  const float *xp = x.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) normalize_row(xp + r * H, wp, static_cast<float>(eps), H, op + r * H);
+  });
+  return out;
+}
+
+std::tuple<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& input, const torch::Tensor& res,
+                                                            const torch::Tensor& weight, double eps) {
+  const torch::Tensor x = float_rows(input, "fused_add_rms_norm"), residual = float_rows(res, "fused_add_rms_norm");
+  const int64_t H = x.size(-1), rows = x.numel() / H;
+  torch::Tensor summed = torch::empty_like(x), out = torch::empty_like(x);
+  const float *xp = x.data_ptr<float>(), *rp = residual.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
+  float *sp = summed.data_ptr<float>(), *op = out.data_ptr<float>();
+  at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+#pragma omp simd
+      for (int64_t i = 0; i < H; ++i) sp[r * H + i] = xp[r * H + i] + rp[r * H + i];
+      normalize_row(sp + r * H, wp, static_cast<float>(eps), H, op + r * H);
+    }
+  });
+  return {out, summed};
+}
+
+// Rotates every head of one token: NeoX pairs (i, i + R/2), GPT-J pairs (2i, 2i + 1), over the
+// first R = 2 * half dimensions; the rest pass through.
+void rotate_heads(const float* in, int64_t heads, int64_t D, const float* cos, const float* sin, int64_t half,
+                  bool neox, float* out) {
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* x = in + h * D;
+    float* y = out + h * D;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      y[a] = x[a] * cos[i] - x[b] * sin[i];
+      y[b] = x[b] * cos[i] + x[a] * sin[i];
+    }
+    for (int64_t i = 2 * half; i < D; ++i) y[i] = x[i];
+  }
+}
+
+std::tuple<torch::Tensor, torch::Tensor> apply_rotary(const torch::Tensor& positions, const torch::Tensor& q,
+                                                      const torch::Tensor& k, const torch::Tensor& cos_sin,
+                                                      bool is_neox) {
+  const torch::Tensor qc = float_rows(q, "apply_rotary"), kc = float_rows(k, "apply_rotary");
+  const torch::Tensor table = float_rows(cos_sin, "apply_rotary");
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3, "apply_rotary: q [T, Hq, D], k [T, Hk, D]");
+  const int64_t T = q.size(0), Hq = q.size(1), Hk = k.size(1), D = q.size(2), half = table.size(1) / 2;
+  TORCH_CHECK(2 * half <= D && k.size(2) == D, "apply_rotary: rotary dim exceeds the head dim");
+  const torch::Tensor pos = positions.to(torch::kLong).contiguous();
+  torch::Tensor q_out = torch::empty_like(qc), k_out = torch::empty_like(kc);
+  const int64_t* pp = pos.data_ptr<int64_t>();
+  const float *qp = qc.data_ptr<float>(), *kp = kc.data_ptr<float>(), *tp = table.data_ptr<float>();
+  float *qo = q_out.data_ptr<float>(), *ko = k_out.data_ptr<float>();
+  at::parallel_for(0, T, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* cos = tp + pp[t] * 2 * half;
+      rotate_heads(qp + t * Hq * D, Hq, D, cos, cos + half, half, is_neox, qo + t * Hq * D);
+      rotate_heads(kp + t * Hk * D, Hk, D, cos, cos + half, half, is_neox, ko + t * Hk * D);
+    }
+  });
+  return {q_out, k_out};
+}
+
+torch::Tensor silu_and_mul(const torch::Tensor& input) {
+  const torch::Tensor x = float_rows(input, "silu_and_mul");
+  const int64_t width = x.size(-1), half = width / 2, rows = x.numel() / width;
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = half;
+  torch::Tensor out = torch::empty(shape, x.options());
+  const float* xp = x.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *gate = xp + r * width, *up = gate + half;
+      for (int64_t i = 0; i < half; ++i) op[r * half + i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(sglang_cpu_quant, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def("fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)");
+  m.def("apply_rotary(Tensor positions, Tensor q, Tensor k, Tensor cos_sin, bool is_neox) -> (Tensor, Tensor)");
+  m.def("silu_and_mul(Tensor x) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
+  m.impl("rms_norm", &rms_norm);
+  m.impl("fused_add_rms_norm", &fused_add_rms_norm);
+  m.impl("apply_rotary", &apply_rotary);
+  m.impl("silu_and_mul", &silu_and_mul);
+}
