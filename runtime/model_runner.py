@@ -70,8 +70,11 @@ class ModelRunner:
         if self.executor is not None:
             self.kv_buffers = self.executor.allocate_kv(shape, model.dtype, config.num_layers)
         else:
+            # Uninitialized: no kernel reads a slot before writing it (op parity fills free slots
+            # with NaN to hold them to that), and on the host an allocation this large is mapped
+            # lazily, so resident memory follows the tokens the pool has held, not its capacity.
             layers = range(config.num_layers)
-            self.kv_buffers = [torch.zeros(shape, dtype=model.dtype, device=self.device) for _ in layers]
+            self.kv_buffers = [torch.empty(shape, dtype=model.dtype, device=self.device) for _ in layers]
         logger.info(
             "KV cache: %d slots x %d layers, %.1f MiB",
             num_slots,
