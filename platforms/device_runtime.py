@@ -71,6 +71,44 @@ class TorchDeviceRuntime(DeviceRuntime):
         self.device_module().empty_cache()
 
 
+GRAPH_WARMUP_RUNS = 3
+"""Eager runs before capture, on a side stream, as torch's CUDA-graph guide prescribes: lazy
+initialization (library handles, operator compilation, allocator pools) must not happen inside
+a capture."""
+
+
+class GraphCapturingRuntime(TorchDeviceRuntime):
+    """A device module with graphs in the shape of `torch.cuda`'s: `Stream`, `stream(s)`,
+    `current_stream()`, `graph(g)` and the graph class `graph_class` (torch_npu mirrors it)."""
+
+    supports_graphs = True
+    graph_class: ClassVar[str]
+
+    def capture_graph(self, fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+        """Captures one call of `fn`; the returned callable replays it and returns the same output
+        tensor, overwritten in place. Inputs `fn` reads must keep their storage (update them in
+        place between replays), and `fn` must not read device values on the host.
+
+        Each graph keeps its own memory pool: buckets are captured on first use, in no fixed
+        order, and a shared pool is safe only for graphs replayed in their capture order."""
+        device = self.device_module()
+        side = device.Stream()
+        side.wait_stream(device.current_stream())
+        with device.stream(side):
+            for _ in range(GRAPH_WARMUP_RUNS):
+                fn()
+        device.current_stream().wait_stream(side)
+        graph = getattr(device, self.graph_class)()
+        with device.graph(graph):
+            output = fn()
+
+        def replay() -> torch.Tensor:
+            graph.replay()
+            return output
+
+        return replay
+
+
 def visible_devices_hint(variable: str) -> str:
     """` (VAR='...')` when the variable that hides devices is set, else empty: the usual cause."""
     value = os.environ.get(variable)

@@ -19,8 +19,8 @@ from sglang import ops
 from sglang.ops.attention import AttentionInputs, AttentionMetadata, CaptureLimits, ReferenceAttention
 from sglang.ops.binding import resolve
 from sglang.platforms.cpu.platform import CpuPlatform
-from sglang.platforms.device_runtime import DeviceRuntime
-from sglang.platforms.npu.runtime import GRAPH_WARMUP_RUNS, NpuRuntime
+from sglang.platforms.device_runtime import GRAPH_WARMUP_RUNS, DeviceRuntime
+from sglang.platforms.npu.runtime import NpuRuntime
 from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.model_runner import ModelRunner, StepInputs
@@ -204,6 +204,8 @@ def test_same_tokens_with_and_without_npu_graphs(npu) -> None:
     graphed = ModelRunner(model, _platform(NpuRuntime()), NUM_SLOTS, backend(), BUCKETS)
     assert eager.graph_runner is None and graphed.graph_runner is not None
 
+    for buffer in (*eager.kv_buffers, *graphed.kv_buffers):
+        buffer.zero_()  # the pool starts uninitialized: give untouched slots a value to compare
     expected = _generate(eager, prompts, steps=6)
     actual = _generate(graphed, prompts, steps=6)
 
