@@ -34,6 +34,8 @@ LAYERS: dict[str, tuple[int, int, int, int | None, float | None]] = {
     "gqa_window": (4, 2, 16, 4, None),
     "softcap": (4, 1, 16, None, 1.0),
     "gqa8_window": (8, 1, 32, 6, None),
+    # The smallest head dim the vendor attention kernels take (flashinfer, aiter, IPEX: 64+).
+    "gqa_d64": (8, 2, 64, None, None),
 }
 
 PAGE_SIZES = (1, 16)
@@ -43,10 +45,13 @@ CASES: tuple[tuple[str, str, int], ...] = (
       for layer in ("mha", "gqa", "gqa_window", "softcap") for p in PAGE_SIZES),
     *(("long", layer, p) for layer in ("gqa", "gqa8_window") for p in PAGE_SIZES),
     *((s, "gqa8_window", p) for s in ("decode", "mixed") for p in PAGE_SIZES),
+    *((s, "gqa_d64", 16) for s in ("cached_prefix", "decode", "mixed")),
+    ("decode", "gqa_d64", 1),
 )
 """(scenario, layer, page size) the parity suites run: the full product of the short scenarios
-and the first four layers, and the long scenario and GQA ratio 8 where they add coverage (the
-Triton interpreter is slow, and every case runs for every candidate)."""
+and the first four layers, and the long scenario, GQA ratio 8 and head dim 64 where they add
+coverage (the Triton interpreter is slow, and every case runs for every candidate; head dim 64 is
+what makes the vendor kernels, which take no smaller heads, eligible at all)."""
 SPARE_PAGES = 3
 """Pages no sequence owns: garbage a wrong read would hit."""
 

@@ -15,7 +15,7 @@ Which worker served a request is read from the workers, never from the router: t
 of each worker's upstream finished-request counter (`sglang:num_requests_total`) around it.
 
 Cost on a shared 2-core machine: three servers loading side by side (about half a minute), then
-about 50 short requests (at most 48 new tokens each): a minute or two in all.
+about 50 short requests (at most 96 new tokens each): a minute or two in all.
 """
 
 from __future__ import annotations
@@ -220,16 +220,20 @@ class Outcomes:
         return [(i, o) for i, o in self.items if o != "ok"]
 
 
+BURST_TOKENS = 96
+"""Long enough that the burst is still running on both workers when it is looked for."""
+
+
 def _send_generate(url: str, index: int, outcomes: Outcomes) -> None:
     # The burst alternates the two long prefixes, which the cache-aware policy keeps on
     # different workers (the first prefix makes one worker's tree the larger, so the second,
     # matching nothing, goes to the other): both workers hold part of the burst.
     prefix = LONG_PREFIXES[index % len(LONG_PREFIXES)]
     body = {"text": f"{prefix}Now write a long story about a lighthouse keeper named Sam {index}.",
-            "sampling_params": {"max_new_tokens": 48, "temperature": 0, "ignore_eos": True}}  # fmt: skip
+            "sampling_params": {"max_new_tokens": BURST_TOKENS, "temperature": 0, "ignore_eos": True}}  # fmt: skip
     try:
         response = httpx.post(url + "/generate", json=body, timeout=REQUEST_TIMEOUT_S)
-        ok = response.status_code == 200 and response.json()["meta_info"]["completion_tokens"] == 48
+        ok = response.status_code == 200 and response.json()["meta_info"]["completion_tokens"] == BURST_TOKENS
         outcomes.add(index, "ok" if ok else f"{response.status_code} {response.text[:300]}")
     except (httpx.HTTPError, json.JSONDecodeError, KeyError) as exc:
         outcomes.add(index, f"{type(exc).__name__}: {exc}")
@@ -264,7 +268,8 @@ def test_smg_worker_killed_mid_run(smg: Service, fleet: Fleet, figures: dict[str
         try:
             held = wait_until(burst_placed, timeout=90, interval=0.05, what="the whole burst running on both workers")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; in flight on A/B, last seen: {seen[-5:]}") from None
+            done = sorted(outcomes.items)
+            raise AssertionError(f"{exc}; in flight on A/B, last seen: {seen[-5:]}; outcomes so far: {done}") from None
         fleet.b.kill()
         killed_at = time.monotonic()
     finally:
@@ -285,7 +290,7 @@ def test_smg_worker_killed_mid_run(smg: Service, fleet: Fleet, figures: dict[str
             generate(client, f"After the kill, question {i}: name a colour.")
     assert finished_requests(fleet.a) - a_before == after  # all on the survivor
     figures["smg kill"] = (
-        f"burst of {burst} x 48 tokens, in flight at the kill A/B {held[0]:.0f}/{held[1]:.0f}; "
+        f"burst of {burst} x {BURST_TOKENS} tokens, in flight at the kill A/B {held[0]:.0f}/{held[1]:.0f}; "
         f"{burst - len(failed)} succeeded, {len(failed)} failed {[o[:80] for _, o in failed]}; "
         f"B out of rotation {out_after:.1f} s after the kill; {after}/{after} later requests succeeded on A"
     )

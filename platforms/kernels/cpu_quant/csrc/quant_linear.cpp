@@ -84,12 +84,7 @@ void dequant_int8(const int8_t* q, const float* scales, int64_t K, int64_t G, in
 }
 
 #ifdef SGL_AVX2
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using sgl_int16_activations::hsum;
 #endif
 
 // y[m, n0 + r] = dot(x[m], buf[r]) for every m and r < rows (K a multiple of 8).
