@@ -73,10 +73,24 @@ class PoolDecodeAttention(SdpaAttention):
         self._starts[: batch + 1].copy_(starts)
         self._new_slots[:batch].copy_(inputs.kv_slots[starts[1:] - 1])
 
+    def forward(self, q, k, v, kv_buffer, metadata, layer):
+        if not metadata.extend_rows and self._reads_pool(q, kv_buffer, metadata, layer):
+            # A decode-only step: every query row is a decode row, in order; the kernel stores the
+            # new K/V rows itself (two index copies fewer per layer).
+            args = (q, k, v, kv_buffer, metadata.new_slots, metadata.pool_slots, metadata.pool_starts, layer.scale)
+            return _OPS.decode_attention_store(*args), kv_buffer
+        return super().forward(q, k, v, kv_buffer, metadata, layer)
+
     def _decode(self, q, kv_buffer, meta, layer) -> torch.Tensor:
-        if layer.sliding_window is not None or meta.pool_slots is None or q.dtype != torch.float32:
+        if not self._reads_pool(q, kv_buffer, meta, layer):
             return super()._decode(q, kv_buffer, self._padded(meta), layer)
         return _OPS.decode_attention(q[meta.decode_q_index], kv_buffer, meta.pool_slots, meta.pool_starts, layer.scale)
+
+    @staticmethod
+    def _reads_pool(q, kv_buffer, meta: PoolAttentionMetadata, layer) -> bool:
+        """Whether the kernel serves this layer's decode rows (else the SDPA path does)."""
+        plain = layer.sliding_window is None and layer.logit_softcap is None
+        return plain and meta.pool_slots is not None and q.dtype == kv_buffer.dtype == torch.float32
 
     def _padded(self, meta: PoolAttentionMetadata) -> SdpaAttentionMetadata:
         """The torch_native metadata for the same batch (its decode path: gather, then SDPA)."""

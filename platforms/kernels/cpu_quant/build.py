@@ -65,6 +65,9 @@ def _register_fakes() -> None:
     torch.library.register_fake(f"{NAME}::int4_linear")(lambda x, packed, scales, offsets, group, bias: out(x, packed))
     torch.library.register_fake(f"{NAME}::int8_linear")(lambda x, qweight, scales, group, bias: out(x, qweight))
     torch.library.register_fake(f"{NAME}::decode_attention")(lambda q, kv, slots, starts, scale: torch.empty_like(q))
+    torch.library.register_fake(f"{NAME}::decode_attention_store")(
+        lambda q, k, v, kv, new_slots, slots, starts, scale: torch.empty_like(q)
+    )
     torch.library.register_fake(f"{NAME}::rms_norm")(lambda x, weight, eps: torch.empty_like(x))
     torch.library.register_fake(f"{NAME}::fused_add_rms_norm")(
         lambda x, residual, weight, eps: (torch.empty_like(x), torch.empty_like(x))

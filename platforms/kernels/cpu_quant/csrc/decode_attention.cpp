@@ -2,23 +2,135 @@
 //
 // For decode row b (one query token) and query head h, attends over the row's cached tokens
 // slots[starts[b] .. starts[b+1]) of the pool kv[2, S, Hk, D] (K then V), with query heads
-// grouped onto KV heads (h / (H / Hk)). One pass per (row, KV head): each cached token's K and V
-// are loaded once per pass and used by every query head of the group (softmax in float32), so the
-// pool is streamed once per step instead of being copied, padded and read again.
+// grouped onto KV heads (h / (H / Hk)). One task per (row, KV head): each cached token's K and V
+// are read by every query head of the group while in L1 (softmax in float32), so the pool is
+// streamed once per step instead of being copied, padded and read again.
+//
+// `decode_attention_store` first writes the step's new K/V rows into the pool (what the caller's
+// index_copy did, one op call fewer per layer): decode steps are dominated by call overheads.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <cmath>
 #include <vector>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SGL_AVX2 1
+#endif
 
 namespace {
 
-constexpr int64_t PREFETCH = 8;
+constexpr int64_t PREFETCH = 8;  // tokens ahead: slots are scattered over the pool
+constexpr int64_t LANES = 8;
 
 inline float dot(const float* a, const float* b, int64_t d) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < d; ++i) s += a[i] * b[i];
   return s;
+}
+
+#ifdef SGL_AVX2
+// [sum(v[0]), ..., sum(v[7])]: the eight horizontal sums in one vector.
+inline __m256 hsum8(const __m256 v[LANES]) {
+  const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+// exp(x) for x <= 0 (scores minus their maximum): 2^n * p(r) with r = x - n ln 2, |r| <= ln 2 / 2,
+// p Cephes' degree-6 polynomial (relative error about 2e-7); 0 below float's smallest normal.
+inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 smallest = _mm256_set1_ps(-87.33654f);
+  const __m256 underflow = _mm256_cmp_ps(x, smallest, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, smallest);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+  const __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(two_n)));
+}
+#endif
+
+// scores[j] = scale * dot(q, K row of token j) for j < len.
+void scores_of(const float* q, const float* k, const int64_t* slots, int64_t len, int64_t stride, int64_t D,
+               float scale, float* scores) {
+  int64_t j = 0;
+#ifdef SGL_AVX2
+  if (D % LANES == 0) {
+    for (; j + LANES <= len; j += LANES) {
+      __m256 acc[LANES];
+      const float* rows[LANES];
+      for (int64_t t = 0; t < LANES; ++t) {
+        acc[t] = _mm256_setzero_ps();
+        rows[t] = k + slots[j + t] * stride;
+        if (j + t + PREFETCH < len) _mm_prefetch(reinterpret_cast<const char*>(k + slots[j + t + PREFETCH] * stride), _MM_HINT_T0);
+      }
+      for (int64_t i = 0; i < D; i += LANES) {
+        const __m256 qi = _mm256_loadu_ps(q + i);
+        for (int64_t t = 0; t < LANES; ++t) acc[t] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(rows[t] + i), acc[t]);
+      }
+      _mm256_storeu_ps(scores + j, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
+    }
+  }
+#endif
+  for (; j < len; ++j) scores[j] = dot(q, k + slots[j] * stride, D) * scale;
+}
+
+// scores[j] = exp(scores[j] - max) for j < len; returns their sum.
+float softmax_numerators(float* scores, int64_t len) {
+  float mx = -INFINITY, total = 0.f;
+  for (int64_t j = 0; j < len; ++j) mx = std::max(mx, scores[j]);
+  int64_t j = 0;
+#ifdef SGL_AVX2
+  __m256 sum = _mm256_setzero_ps();
+  for (; j + LANES <= len; j += LANES) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(mx)));
+    _mm256_storeu_ps(scores + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  alignas(32) float lanes[LANES];
+  _mm256_store_ps(lanes, sum);
+  for (const float v : lanes) total += v;
+#endif
+  for (; j < len; ++j) {
+    scores[j] = std::exp(scores[j] - mx);
+    total += scores[j];
+  }
+  return total;
+}
+
+// out[i] = sum_j p[j] * (V row of token j)[i] / denominator, for i < D.
+void weighted_values(const float* p, const float* v, const int64_t* slots, int64_t len, int64_t stride, int64_t D,
+                     float denominator, float* out) {
+  const float inv = 1.f / denominator;
+  int64_t i0 = 0;
+#ifdef SGL_AVX2
+  // Eight accumulators (64 columns) stay in registers across the tokens.
+  for (; i0 + LANES * LANES <= D; i0 += LANES * LANES) {
+    __m256 acc[LANES];
+    for (int64_t c = 0; c < LANES; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < len; ++j) {
+      if (j + PREFETCH < len) _mm_prefetch(reinterpret_cast<const char*>(v + slots[j + PREFETCH] * stride + i0), _MM_HINT_T0);
+      const float* row = v + slots[j] * stride + i0;
+      const __m256 pj = _mm256_broadcast_ss(p + j);
+      for (int64_t c = 0; c < LANES; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + c * LANES), acc[c]);
+    }
+    for (int64_t c = 0; c < LANES; ++c) _mm256_storeu_ps(out + i0 + c * LANES, _mm256_mul_ps(acc[c], _mm256_set1_ps(inv)));
+  }
+#endif
+  if (i0 == D) return;
+  std::vector<float> acc(D - i0, 0.f);
+  for (int64_t j = 0; j < len; ++j) {
+    const float* row = v + slots[j] * stride + i0;
+    const float pj = p[j];
+#pragma omp simd
+    for (int64_t i = 0; i < D - i0; ++i) acc[i] += pj * row[i];
+  }
+  for (int64_t i = 0; i < D - i0; ++i) out[i0 + i] = acc[i] * inv;
 }
 
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, const torch::Tensor& slots,
@@ -30,60 +142,65 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, 
   const torch::Tensor qc = q.contiguous();
   const int64_t B = q.size(0), H = q.size(1), D = q.size(2), S = kv.size(1), Hk = kv.size(2);
   TORCH_CHECK(H % Hk == 0 && kv.size(3) == D && starts.numel() == B + 1, "decode_attention: shapes");
-  const int64_t group = H / Hk;
+  const int64_t group = H / Hk, stride = Hk * D;
   torch::Tensor out = torch::empty_like(qc);
   const float* qp = qc.data_ptr<float>();
   const float* kp = kv.data_ptr<float>();
-  const float* vp = kp + S * Hk * D;
-  const int64_t* sp = slots.contiguous().data_ptr<int64_t>();
-  const int64_t* st = starts.contiguous().data_ptr<int64_t>();
+  const float* vp = kp + S * stride;
+  const torch::Tensor slots_c = slots.contiguous(), starts_c = starts.contiguous();
+  const int64_t* sp = slots_c.data_ptr<int64_t>();
+  const int64_t* st = starts_c.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
   const float sc = static_cast<float>(scale);
   at::parallel_for(0, B * Hk, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores, acc(D);
+    std::vector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / Hk, hk = task % Hk;
       const int64_t first = st[b], len = st[b + 1] - st[b];
       scores.resize(group * len);
-      const float* qrow = qp + (b * H + hk * group) * D;
-      // Pass 1: every score of the group's heads (each K row loaded once, used by every head).
-      for (int64_t j = 0; j < len; ++j) {
-        // Slots are scattered over the pool: fetch a few rows ahead of use.
-        if (j + PREFETCH < len) __builtin_prefetch(kp + (sp[first + j + PREFETCH] * Hk + hk) * D);
-        const float* krow = kp + (sp[first + j] * Hk + hk) * D;
-        for (int64_t g = 0; g < group; ++g) scores[g * len + j] = dot(qrow + g * D, krow, D) * sc;
-      }
       for (int64_t g = 0; g < group; ++g) {
-        // Pass 2: softmax weights; pass 3: the weighted sum of V rows.
+        const int64_t h = hk * group + g;
         float* s = scores.data() + g * len;
-        float mx = -INFINITY, den = 0.f;
-        for (int64_t j = 0; j < len; ++j) mx = std::max(mx, s[j]);
-        for (int64_t j = 0; j < len; ++j) {
-          s[j] = std::exp(s[j] - mx);
-          den += s[j];
-        }
-        std::fill(acc.begin(), acc.end(), 0.f);
-        float* a = acc.data();
-        for (int64_t j = 0; j < len; ++j) {
-          if (j + PREFETCH < len) __builtin_prefetch(vp + (sp[first + j + PREFETCH] * Hk + hk) * D);
-          const float* vrow = vp + (sp[first + j] * Hk + hk) * D;
-          const float p = s[j];
-#pragma omp simd
-          for (int64_t i = 0; i < D; ++i) a[i] += p * vrow[i];
-        }
-        float* o = op + (b * H + hk * group + g) * D;
-        const float inv = 1.f / den;
-        for (int64_t i = 0; i < D; ++i) o[i] = a[i] * inv;
+        scores_of(qp + (b * H + h) * D, kp + hk * D, sp + first, len, stride, D, sc, s);
+        const float denominator = softmax_numerators(s, len);
+        weighted_values(s, vp + hk * D, sp + first, len, stride, D, denominator, op + (b * H + h) * D);
       }
     }
   });
   return out;
 }
 
+// Writes k, v [B, Hk, D] into the pool at new_slots, then attends as decode_attention.
+torch::Tensor decode_attention_store(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     torch::Tensor kv, const torch::Tensor& new_slots, const torch::Tensor& slots,
+                                     const torch::Tensor& starts, double scale) {
+  TORCH_CHECK(kv.scalar_type() == torch::kFloat32 && k.scalar_type() == kv.scalar_type() && v.scalar_type() == kv.scalar_type(),
+              "decode_attention: float32");
+  TORCH_CHECK(new_slots.numel() == k.size(0) && k.sizes() == v.sizes(), "decode_attention: new rows");
+  const int64_t rows = k.size(0), row = kv.size(2) * kv.size(3);
+  TORCH_CHECK(k.numel() == rows * row && kv.is_contiguous(), "decode_attention: new rows' shape");
+  const torch::Tensor kc = k.contiguous(), vc = v.contiguous(), ns = new_slots.contiguous();
+  const int64_t* dst = ns.data_ptr<int64_t>();
+  float* pool = kv.data_ptr<float>();
+  const int64_t S = kv.size(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    TORCH_CHECK(dst[r] >= 0 && dst[r] < S, "decode_attention: slot out of range");
+    std::copy_n(kc.data_ptr<float>() + r * row, row, pool + dst[r] * row);
+    std::copy_n(vc.data_ptr<float>() + r * row, row, pool + (S + dst[r]) * row);
+  }
+  return decode_attention(q, kv, slots, starts, scale);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(sglang_cpu_quant, m) {
   m.def("decode_attention(Tensor q, Tensor kv, Tensor slots, Tensor starts, float scale) -> Tensor");
+  m.def(
+      "decode_attention_store(Tensor q, Tensor k, Tensor v, Tensor(a!) kv, Tensor new_slots, Tensor slots, "
+      "Tensor starts, float scale) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) { m.impl("decode_attention", &decode_attention); }
+TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
+  m.impl("decode_attention", &decode_attention);
+  m.impl("decode_attention_store", &decode_attention_store);
+}
