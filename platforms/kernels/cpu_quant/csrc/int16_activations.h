@@ -168,6 +168,12 @@ void tile(const Format& w, const QuantizedRows& x, int64_t m, int64_t n0, float*
   // from DRAM, where the hardware prefetcher alone fell behind four interleaved row streams.
   const int64_t ahead = n0 + 2 * TILE_N <= N ? TILE_N : 0;
   constexpr int64_t blocks_per_line = 64 / Format::block_bytes;
+  // The next tile's scales (and offsets): TILE_N consecutive rows of them are one span.
+  for (int64_t line = 0; line < TILE_N * groups; line += 64 / sizeof(float)) {
+    _mm_prefetch(reinterpret_cast<const char*>(w.scales + (n0 + ahead) * groups + line), _MM_HINT_T0);
+    if constexpr (Format::has_offset)
+      _mm_prefetch(reinterpret_cast<const char*>(w.offsets + (n0 + ahead) * groups + line), _MM_HINT_T0);
+  }
   __m256 acc[ROWS][TILE_N];
   for (int i = 0; i < ROWS; ++i)
     for (int r = 0; r < TILE_N; ++r) acc[i][r] = _mm256_setzero_ps();
