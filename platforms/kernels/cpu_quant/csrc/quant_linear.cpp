@@ -10,17 +10,20 @@
 // - M up to the format's max_rows (decode): int16_activations.h, the activations quantized per
 //   block and integer dot products (at one or a few rows the float conversion of every weight,
 //   not memory, was the bound).
-// - more rows (prefill, large decode batches): a tile of TILE_N output rows is dequantized into
-//   a float buffer that stays in L1, then every input row is multiplied against it (two input
-//   rows at a time, so each weight load feeds two FMAs). Dequantization is exact float32
-//   arithmetic (scale * q + offset, one fused multiply-add), the same values the reference
-//   computes; only the summation order differs.
-// Within each kernel an output row does not depend on the other rows of the call.
+// - more rows (prefill, large decode batches): a tile of NR output rows is dequantized and
+//   transposed into a float buffer [K][NR] (L1/L2-resident), then input rows go through it MR at a
+//   time in a register-blocked micro-kernel: per k, two vector loads of the tile and MR
+//   broadcasts feed 2 * MR FMAs into accumulators that are the outputs themselves (no horizontal
+//   sums). Dequantization is exact float32 arithmetic (scale * q + offset, one fused
+//   multiply-add), the same values the reference computes; only the summation order differs.
+// Within each kernel an output row does not depend on the other rows of the call (the float
+// kernel sums every output in k order, one FMA per k, whatever MR block it falls in).
 #include "int16_activations.h"
 
 namespace {
 
-constexpr int TILE_N = 4;
+constexpr int NR = 16;  // output rows of a dequantized tile: two 8-lane vectors per k
+constexpr int MR = 6;   // input rows of the micro-kernel: 12 accumulators, 2 tile vectors, 1 broadcast
 
 #ifdef SGL_AVX2
 // The 32 weights of one int4 block as four 8-lane float vectors: q * scale + offset (one rounding).
@@ -37,6 +40,26 @@ inline void int4_block(const uint8_t* b, float sc, float of, __m256 out[4]) {
 inline __m256 int8_lanes(const int8_t* p, float sc) {
   const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), _mm256_set1_ps(sc));
+}
+
+// dst[c * dst_stride + r] = src[r * src_stride + c] for an 8 x 8 block.
+inline void transpose8(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * src_stride);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * dst_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * dst_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
 }
 #endif
 
@@ -83,52 +106,66 @@ void dequant_int8(const int8_t* q, const float* scales, int64_t K, int64_t G, in
   }
 }
 
+// tile[k][r] = rows[r][k] for r < NR, k < K (K a multiple of 8).
+void transpose_tile(const float* rows, int64_t K, float* tile) {
+  for (int64_t k = 0; k < K; k += 8)
+    for (int r = 0; r < NR; r += 8) {
 #ifdef SGL_AVX2
-using sgl_int16_activations::hsum;
+      transpose8(rows + r * K + k, K, tile + k * NR + r, NR);
+#else
+      for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) tile[(k + j) * NR + r + i] = rows[(r + i) * K + k + j];
 #endif
-
-// y[m, n0 + r] = dot(x[m], buf[r]) for every m and r < rows (K a multiple of 8).
-template <int ROWS>
-void tile_matmul(const float* x, int64_t M, int64_t K, const float* buf, float* y, int64_t N, int64_t n0) {
-  int64_t m = 0;
-#ifdef SGL_AVX2
-  for (; m + 2 <= M; m += 2) {
-    const float* x0 = x + m * K;
-    const float* x1 = x0 + K;
-    __m256 a0[ROWS], a1[ROWS];
-    for (int r = 0; r < ROWS; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k += 8) {
-      const __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k);
-      for (int r = 0; r < ROWS; ++r) {
-        const __m256 w = _mm256_loadu_ps(buf + r * K + k);
-        a0[r] = _mm256_fmadd_ps(v0, w, a0[r]);
-        a1[r] = _mm256_fmadd_ps(v1, w, a1[r]);
-      }
     }
-    for (int r = 0; r < ROWS; ++r) {
-      y[m * N + n0 + r] = hsum(a0[r]);
-      y[(m + 1) * N + n0 + r] = hsum(a1[r]);
+}
+
+// y[m + i, n0 + c] = sum_k x[m + i, k] * tile[k][c] for i < R, c < cols (cols <= NR).
+template <int R>
+void micro_kernel(const float* x, int64_t K, const float* tile, float* y, int64_t N, int64_t n0, int cols) {
+  alignas(32) float out[R][NR];
+#ifdef SGL_AVX2
+  // One flat array, loops unrolled by pragma: GCC otherwise kept a 2-D accumulator array in
+  // registers and stored it back to the stack every k (12 stores per 12 FMAs).
+  __m256 acc[2 * R];
+#pragma GCC unroll 12
+  for (int i = 0; i < 2 * R; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(tile + k * NR), b1 = _mm256_loadu_ps(tile + k * NR + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m256 a = _mm256_broadcast_ss(x + i * K + k);
+      acc[2 * i] = _mm256_fmadd_ps(a, b0, acc[2 * i]);
+      acc[2 * i + 1] = _mm256_fmadd_ps(a, b1, acc[2 * i + 1]);
     }
   }
-  for (; m < M; ++m) {
-    const float* x0 = x + m * K;
-    __m256 a0[ROWS];
-    for (int r = 0; r < ROWS; ++r) a0[r] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < K; k += 8) {
-      const __m256 v0 = _mm256_loadu_ps(x0 + k);
-      for (int r = 0; r < ROWS; ++r) a0[r] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(buf + r * K + k), a0[r]);
-    }
-    for (int r = 0; r < ROWS; ++r) y[m * N + n0 + r] = hsum(a0[r]);
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    _mm256_store_ps(out[i], acc[2 * i]);
+    _mm256_store_ps(out[i] + 8, acc[2 * i + 1]);
   }
 #else
-  for (; m < M; ++m) {
-    for (int r = 0; r < ROWS; ++r) {
-      float acc = 0.f;
-      for (int64_t k = 0; k < K; ++k) acc += x[m * K + k] * buf[r * K + k];
-      y[m * N + n0 + r] = acc;
+  for (int i = 0; i < R; ++i)
+    for (int c = 0; c < NR; ++c) {
+      float total = 0.f;
+      for (int64_t k = 0; k < K; ++k) total = std::fma(x[i * K + k], tile[k * NR + c], total);
+      out[i][c] = total;
     }
-  }
 #endif
+  for (int i = 0; i < R; ++i) std::copy_n(out[i], cols, y + i * N + n0);
+}
+
+// y[M, N] for every row of x against one tile (the rows' MR blocks, then the remainder).
+void tile_rows(const float* x, int64_t M, int64_t K, const float* tile, float* y, int64_t N, int64_t n0, int cols) {
+  int64_t m = 0;
+  for (; m + MR <= M; m += MR) micro_kernel<MR>(x + m * K, K, tile, y + m * N, N, n0, cols);
+  switch (M - m) {
+    case 5: micro_kernel<5>(x + m * K, K, tile, y + m * N, N, n0, cols); break;
+    case 4: micro_kernel<4>(x + m * K, K, tile, y + m * N, N, n0, cols); break;
+    case 3: micro_kernel<3>(x + m * K, K, tile, y + m * N, N, n0, cols); break;
+    case 2: micro_kernel<2>(x + m * K, K, tile, y + m * N, N, n0, cols); break;
+    case 1: micro_kernel<1>(x + m * K, K, tile, y + m * N, N, n0, cols); break;
+    default: break;
+  }
 }
 
 namespace q16 = sgl_int16_activations;
@@ -139,6 +176,7 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "quantized linear: x must be float32");
   const auto shape = x.sizes().vec();
   const int64_t K = shape.back();
+  TORCH_CHECK(K % 8 == 0, "quantized linear: in_features must be a multiple of 8");
   const torch::Tensor x2 = x.reshape({-1, K}).contiguous();
   const int64_t M = x2.size(0);
   std::vector<int64_t> out_shape(shape.begin(), shape.end());
@@ -148,25 +186,20 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
   float* yp = y.data_ptr<float>();
   if (M <= Format::max_rows && q16::serves(N, K, format.G)) {
     q16::matmul(xp, M, format, N, yp);
-    if (bias.has_value()) y.add_(bias.value());
-    return y.reshape(out_shape);
-  }
-  const int64_t tiles = (N + TILE_N - 1) / TILE_N;
-  // Enough tiles per task to amortize scheduling, few enough to balance across threads.
-  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
-  at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> buf(TILE_N * K);
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t n0 = t * TILE_N;
-      const int rows = static_cast<int>(std::min<int64_t>(TILE_N, N - n0));
-      dequant(n0, rows, buf.data());
-      if (rows == TILE_N) {
-        tile_matmul<TILE_N>(xp, M, K, buf.data(), yp, N, n0);
-      } else {
-        for (int r = 0; r < rows; ++r) tile_matmul<1>(xp, M, K, buf.data() + r * K, yp, N, n0 + r);
+  } else {
+    const int64_t tiles = (N + NR - 1) / NR;
+    at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+      // A ragged last tile's extra columns are computed from whatever its buffer holds and never stored.
+      std::vector<float> rows(NR * K, 0.f), tile(K * NR);
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t n0 = t * NR;
+        const int cols = static_cast<int>(std::min<int64_t>(NR, N - n0));
+        dequant(n0, cols, rows.data());
+        transpose_tile(rows.data(), K, tile.data());
+        tile_rows(xp, M, K, tile.data(), yp, N, n0, cols);
       }
-    }
-  });
+    });
+  }
   if (bias.has_value()) y.add_(bias.value());
   return y.reshape(out_shape);
 }
