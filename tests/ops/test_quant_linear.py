@@ -105,13 +105,15 @@ def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int
 
 @pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])
 def test_int16_activations_end_at_the_boundary(fmt: str) -> None:
-    """Up to the boundary the output carries int16-activation error; one row more, float32's only."""
+    """Up to the boundary the output carries int16-activation error; one row more, float32's only.
+    576 features (the embedded model's hidden size) are 18 blocks: a per-channel group that is not
+    a power of two of them must still take the int16 kernel."""
     gen = torch.Generator().manual_seed(3)
-    w = quantize(torch.randn(64, 256, generator=gen), WeightFormat.parse(fmt))
+    w = quantize(torch.randn(64, 576, generator=gen), WeightFormat.parse(fmt))
     kernel = load(quantized_candidates(fmt)[0])
     boundary = INT16_ACTIVATION_MAX_ROWS[w.format.bits]
     for rows, int16 in ((boundary, True), (boundary + 1, False)):
-        x = torch.randn(rows, 256, generator=gen)
+        x = torch.randn(rows, 576, generator=gen)
         expected = reference_linear(x, w)
         error = (kernel(x, w) - expected).abs().max().item() / expected.abs().max().item()
         assert (error > 3e-6) == int16, f"{rows} rows: relative error {error:.1e}"

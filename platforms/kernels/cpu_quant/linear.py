@@ -2,11 +2,13 @@
 
 A dense weight goes to torch's own dense kernel (every quantized model has some dense layers);
 a `QuantizedWeight` goes to the kernel of its bit width, which has two regimes by the number of
-input rows. Up to `INT16_ACTIVATION_MAX_ROWS[bits]` rows (decode) it quantizes the activations to int16 per
-32-value block and multiplies in integers: each input value is off by at most half its block's
-step of `max|x_block| / 32767`. With more rows (prefill), or weights with fewer than 4 rows, it
-dequantizes tiles of rows into float32 and accumulates in float32: the reference to within
-summation order. In each regime a row's output does not depend on the other rows of the call.
+input rows. Up to `INT16_ACTIVATION_MAX_ROWS[bits]` rows (decode) it quantizes the activations
+to int16 per 32-value block and multiplies in integers: each input value is off by at most half
+its block's step of `max|x_block| / 32767`. With more rows (prefill), weights of fewer than 4
+rows, or groups that are neither per channel nor a power-of-two number of 32-value blocks (96,
+say), it dequantizes tiles of rows into float32 and accumulates in float32: the reference to
+within summation order. In each regime a row's output does not depend on the other rows of the
+call.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sglang.platforms.kernels.cpu_quant.build import ensure_built
 ensure_built()
 _OPS = torch.ops.sglang_cpu_quant
 
-INT16_ACTIVATION_MAX_ROWS = {4: 2, 8: 4}
+INT16_ACTIVATION_MAX_ROWS = {4: 6, 8: 8}
 """By weight bits, the input rows up to which the kernels take int16 activations: the C++
 formats' `max_rows` (a test pins each boundary on both sides)."""
 

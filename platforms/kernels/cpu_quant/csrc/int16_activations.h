@@ -12,8 +12,9 @@
 // int16 rounds 256 times finer (each value off by at most dx / 2, dx = max|block| / 32767) at
 // about the same speed, since unpacking the weights costs as much as the multiply.
 // With more rows the float kernel (a dequantized tile reused by every row) is faster, so
-// quant_linear.cpp uses this one only up to each format's `max_rows` (measured: one thread,
-// the embedded model's shapes; int4's unpacking costs more, so it pays off for fewer rows).
+// quant_linear.cpp uses this one only up to each format's `max_rows` (measured: two threads, the
+// embedded model's shapes, against the float kernel; int4's unpacking costs more, so its
+// crossover comes earlier: int4 wins 1.8x at 6 rows and ties near 8-12, int8 wins 2x at 8).
 //
 // Invariant: every output (m, n) sums its blocks in ascending order in one vector accumulator,
 // then adds the offsets' term, whatever the other rows of the call are.
@@ -32,12 +33,16 @@ namespace sgl_int16_activations {
 constexpr int64_t BLOCK = 32;
 constexpr int TILE_N = 4;  // weight rows computed together: each x block is loaded once for them
 
-// The weights this path serves: whole 32-value blocks, groups of a power of two of them (the
-// group of a block is a shift, not a division), at least one full tile of rows.
+// The weights this path serves: whole 32-value blocks, at least one full tile of rows, and groups
+// of a power of two of blocks or one group per row (per channel): the group of a block is then
+// a shift, not a division.
 inline bool serves(int64_t N, int64_t K, int64_t G) {
   const int64_t per_group = G / BLOCK;
-  return N >= TILE_N && K % BLOCK == 0 && G % BLOCK == 0 && (per_group & (per_group - 1)) == 0;
+  return N >= TILE_N && K % BLOCK == 0 && G % BLOCK == 0 && (G == K || (per_group & (per_group - 1)) == 0);
 }
+
+// b >> group_shift(K, G) is block b's group (a shift of 63 sends every block to group 0).
+inline int group_shift(int64_t K, int64_t G) { return G == K ? 63 : __builtin_ctzll(G / BLOCK); }
 
 // x quantized per 32-value block: q int16 [M, K], scale d [M, K/32], and per weight group of
 // G values, the sum of the dequantized activations d * sum(q) [M, K/G] (what the group's offset
@@ -77,7 +82,7 @@ inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K, int64_t
 // Int4: unpacked values q in 0..15 with w = scale * q + offset per group.
 struct Int4Format {
   static constexpr bool has_offset = true;
-  static constexpr int64_t max_rows = 2;
+  static constexpr int64_t max_rows = 6;
   const uint8_t* packed;
   const float* scales;
   const float* offsets;
@@ -104,7 +109,7 @@ struct Int4Format {
 
 struct Int8Format {
   static constexpr bool has_offset = false;
-  static constexpr int64_t max_rows = 4;
+  static constexpr int64_t max_rows = 8;
   const int8_t* q;
   const float* scales;
   int64_t K, G;
@@ -163,7 +168,7 @@ template <int ROWS, typename Format>
 void tile(const Format& w, const QuantizedRows& x, int64_t m, int64_t n0, float* y, int64_t N) {
   const int64_t blocks = w.K / BLOCK, groups = w.K / w.G, per_group = w.G / BLOCK;
 #ifdef SGL_AVX2
-  const int group_shift = __builtin_ctzll(per_group);  // serves() admits powers of two only
+  const int shift = group_shift(w.K, w.G);
   // The next tile's rows, fetched a cache line ahead of use: measured 1.3x on 2 threads streaming
   // from DRAM, where the hardware prefetcher alone fell behind four interleaved row streams.
   const int64_t ahead = n0 + 2 * TILE_N <= N ? TILE_N : 0;
@@ -191,7 +196,7 @@ void tile(const Format& w, const QuantizedRows& x, int64_t m, int64_t n0, float*
     for (int r = 0; r < TILE_N; ++r) {
       __m256i lo, hi;
       w.unpack(n0 + r, b, lo, hi);
-      const __m256 scale = _mm256_broadcast_ss(w.scales + (n0 + r) * groups + (b >> group_shift));
+      const __m256 scale = _mm256_broadcast_ss(w.scales + (n0 + r) * groups + (b >> shift));
       for (int i = 0; i < ROWS; ++i) {
         const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo[i]), _mm256_madd_epi16(hi, x_hi[i]));
         acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, dx[i]), acc[i][r]);
