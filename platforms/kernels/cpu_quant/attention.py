@@ -14,11 +14,10 @@ from dataclasses import dataclass
 import torch
 
 from sglang.ops.attention import AttentionInputs, CaptureLimits
-from sglang.platforms.kernels.cpu_quant.build import ensure_built
+from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
 from sglang.platforms.kernels.torch_native.attention import SdpaAttention, SdpaAttentionMetadata
 
 ensure_built()
-_OPS = torch.ops.sglang_cpu_quant
 
 
 @dataclass
@@ -78,13 +77,14 @@ class PoolDecodeAttention(SdpaAttention):
             # A decode-only step: every query row is a decode row, in order; the kernel stores the
             # new K/V rows itself (two index copies fewer per layer).
             args = (q, k, v, kv_buffer, metadata.new_slots, metadata.pool_slots, metadata.pool_starts, layer.scale)
-            return _OPS.decode_attention_store(*args), kv_buffer
+            return kernel_ops().decode_attention_store(*args), kv_buffer
         return super().forward(q, k, v, kv_buffer, metadata, layer)
 
     def _decode(self, q, kv_buffer, meta, layer) -> torch.Tensor:
         if not self._reads_pool(q, kv_buffer, meta, layer):
             return super()._decode(q, kv_buffer, self._padded(meta), layer)
-        return _OPS.decode_attention(q[meta.decode_q_index], kv_buffer, meta.pool_slots, meta.pool_starts, layer.scale)
+        queries = q[meta.decode_q_index]
+        return kernel_ops().decode_attention(queries, kv_buffer, meta.pool_slots, meta.pool_starts, layer.scale)
 
     @staticmethod
     def _reads_pool(q, kv_buffer, meta: PoolAttentionMetadata, layer) -> bool:

@@ -9,27 +9,26 @@ from __future__ import annotations
 
 import torch
 
-from sglang.platforms.kernels.cpu_quant.build import ensure_built
+from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
 
 ensure_built()
-_OPS = torch.ops.sglang_cpu_quant
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return _OPS.rms_norm(x, weight, eps)
+    return kernel_ops().rms_norm(x, weight, eps)
 
 
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _OPS.fused_add_rms_norm(x, residual, weight, eps)
+    return kernel_ops().fused_add_rms_norm(x, residual, weight, eps)
 
 
 def apply_rotary(
     positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor, is_neox: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _OPS.apply_rotary(positions, q, k, cos_sin, is_neox)
+    return kernel_ops().apply_rotary(positions, q, k, cos_sin, is_neox)
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    return _OPS.silu_and_mul(x)
+    return kernel_ops().silu_and_mul(x)

@@ -17,10 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from sglang.ops.quant import QuantizedWeight
-from sglang.platforms.kernels.cpu_quant.build import ensure_built
+from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
 
 ensure_built()
-_OPS = torch.ops.sglang_cpu_quant
 
 INT16_ACTIVATION_MAX_ROWS = {4: 6, 8: 8}
 """By weight bits, the input rows up to which the kernels take int16 activations: the C++
@@ -35,5 +34,5 @@ def linear(x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.
         # assumes at least one row.
         return x.new_empty(*x.shape[:-1], weight.shape[0])
     if weight.format.bits == 4:
-        return _OPS.int4_linear(x, weight.qdata, weight.scales, weight.offsets, weight.group, bias)
-    return _OPS.int8_linear(x, weight.qdata, weight.scales, weight.group, bias)
+        return kernel_ops().int4_linear(x, weight.qdata, weight.scales, weight.offsets, weight.group, bias)
+    return kernel_ops().int8_linear(x, weight.qdata, weight.scales, weight.group, bias)

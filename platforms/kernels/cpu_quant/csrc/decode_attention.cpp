@@ -8,7 +8,7 @@
 //
 // `decode_attention_store` first writes the step's new K/V rows into the pool (what the caller's
 // index_copy did, one op call fewer per layer): decode steps are dominated by call overheads.
-#include <torch/extension.h>
+#include "bindings.h"
 #include <ATen/Parallel.h>
 #include <cmath>
 #include <vector>
@@ -204,3 +204,10 @@ TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
   m.impl("decode_attention", &decode_attention);
   m.impl("decode_attention_store", &decode_attention_store);
 }
+
+namespace sgl_cpu_quant {
+void bind_attention(pybind11::module_& m) {
+  m.def("decode_attention", &decode_attention);
+  m.def("decode_attention_store", &decode_attention_store);
+}
+}  // namespace sgl_cpu_quant

@@ -7,7 +7,7 @@
 // Rows are split over threads only when there are enough of them to pay for waking threads
 // (a decode row runs inline). Arithmetic is float32 throughout, in the references' order of
 // operations (mean of squares, then rsqrt, then scale), so results match them to rounding.
-#include <torch/extension.h>
+#include "bindings.h"
 #include <ATen/Parallel.h>
 #include <cmath>
 
@@ -130,3 +130,12 @@ TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
   m.impl("apply_rotary", &apply_rotary);
   m.impl("silu_and_mul", &silu_and_mul);
 }
+
+namespace sgl_cpu_quant {
+void bind_glue(pybind11::module_& m) {
+  m.def("rms_norm", &rms_norm);
+  m.def("fused_add_rms_norm", &fused_add_rms_norm);
+  m.def("apply_rotary", &apply_rotary);
+  m.def("silu_and_mul", &silu_and_mul);
+}
+}  // namespace sgl_cpu_quant

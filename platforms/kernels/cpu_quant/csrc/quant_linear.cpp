@@ -18,6 +18,7 @@
 //   multiply-add), the same values the reference computes; only the summation order differs.
 // Within each kernel an output row does not depend on the other rows of the call (the float
 // kernel sums every output in k order, one FMA per k, whatever MR block it falls in).
+#include "bindings.h"
 #include "int16_activations.h"
 
 namespace {
@@ -240,3 +241,10 @@ TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
   m.impl("int4_linear", &int4_linear);
   m.impl("int8_linear", &int8_linear);
 }
+
+namespace sgl_cpu_quant {
+void bind_linear(pybind11::module_& m) {
+  m.def("int4_linear", &int4_linear);
+  m.def("int8_linear", &int8_linear);
+}
+}  // namespace sgl_cpu_quant
