@@ -135,6 +135,7 @@ void weighted_values(const float* p, const float* v, const int64_t* slots, int64
 
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, const torch::Tensor& slots,
                                const torch::Tensor& starts, double scale) {
+  RECORD_FUNCTION("sglang_cpu_quant::decode_attention", std::vector<c10::IValue>());
   TORCH_CHECK(q.scalar_type() == torch::kFloat32 && kv.scalar_type() == torch::kFloat32, "decode_attention: float32");
   TORCH_CHECK(q.dim() == 3 && kv.dim() == 4 && kv.size(0) == 2, "decode_attention: q [B, H, D], kv [2, S, Hk, D]");
   TORCH_CHECK(kv.is_contiguous() && slots.scalar_type() == torch::kLong && starts.scalar_type() == torch::kLong,
@@ -174,6 +175,7 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, 
 torch::Tensor decode_attention_store(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      torch::Tensor kv, const torch::Tensor& new_slots, const torch::Tensor& slots,
                                      const torch::Tensor& starts, double scale) {
+  RECORD_FUNCTION("sglang_cpu_quant::decode_attention_store", std::vector<c10::IValue>());
   TORCH_CHECK(kv.scalar_type() == torch::kFloat32 && k.scalar_type() == kv.scalar_type() && v.scalar_type() == kv.scalar_type(),
               "decode_attention: float32");
   TORCH_CHECK(new_slots.numel() == k.size(0) && k.sizes() == v.sizes(), "decode_attention: new rows");

@@ -31,6 +31,7 @@ inline void normalize_row(const float* x, const float* w, float eps, int64_t H, 
 }
 
 torch::Tensor rms_norm(const torch::Tensor& input, const torch::Tensor& weight, double eps) {
+  RECORD_FUNCTION("sglang_cpu_quant::rms_norm", std::vector<c10::IValue>());
   const torch::Tensor x = float_rows(input, "rms_norm");
   const int64_t H = x.size(-1), rows = x.numel() / H;
   torch::Tensor out = torch::empty_like(x);
@@ -44,6 +45,7 @@ torch::Tensor rms_norm(const torch::Tensor& input, const torch::Tensor& weight, 
 
 std::tuple<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& input, const torch::Tensor& res,
                                                             const torch::Tensor& weight, double eps) {
+  RECORD_FUNCTION("sglang_cpu_quant::fused_add_rms_norm", std::vector<c10::IValue>());
   const torch::Tensor x = float_rows(input, "fused_add_rms_norm"), residual = float_rows(res, "fused_add_rms_norm");
   const int64_t H = x.size(-1), rows = x.numel() / H;
   torch::Tensor summed = torch::empty_like(x), out = torch::empty_like(x);
@@ -78,6 +80,7 @@ void rotate_heads(const float* in, int64_t heads, int64_t D, const float* cos, c
 std::tuple<torch::Tensor, torch::Tensor> apply_rotary(const torch::Tensor& positions, const torch::Tensor& q,
                                                       const torch::Tensor& k, const torch::Tensor& cos_sin,
                                                       bool is_neox) {
+  RECORD_FUNCTION("sglang_cpu_quant::apply_rotary", std::vector<c10::IValue>());
   const torch::Tensor qc = float_rows(q, "apply_rotary"), kc = float_rows(k, "apply_rotary");
   const torch::Tensor table = float_rows(cos_sin, "apply_rotary");
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3, "apply_rotary: q [T, Hq, D], k [T, Hk, D]");
@@ -99,6 +102,7 @@ std::tuple<torch::Tensor, torch::Tensor> apply_rotary(const torch::Tensor& posit
 }
 
 torch::Tensor silu_and_mul(const torch::Tensor& input) {
+  RECORD_FUNCTION("sglang_cpu_quant::silu_and_mul", std::vector<c10::IValue>());
   const torch::Tensor x = float_rows(input, "silu_and_mul");
   const int64_t width = x.size(-1), half = width / 2, rows = x.numel() / width;
   std::vector<int64_t> shape = x.sizes().vec();

@@ -175,14 +175,15 @@ template <typename Dequant, typename Format>
 torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::Tensor>& bias, Dequant dequant,
                   const Format& format) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "quantized linear: x must be float32");
-  const auto shape = x.sizes().vec();
-  const int64_t K = shape.back();
+  const int64_t K = x.size(-1);
   TORCH_CHECK(K % 8 == 0, "quantized linear: in_features must be a multiple of 8");
-  const torch::Tensor x2 = x.reshape({-1, K}).contiguous();
-  const int64_t M = x2.size(0);
-  std::vector<int64_t> out_shape(shape.begin(), shape.end());
+  // Contiguous x is rows of K whatever its leading dimensions, and y is allocated in its final
+  // shape: no reshape calls (at decode each costs about as much as a small kernel).
+  const torch::Tensor x2 = x.contiguous();
+  const int64_t M = x2.numel() / K;
+  std::vector<int64_t> out_shape = x.sizes().vec();
   out_shape.back() = N;
-  torch::Tensor y = torch::empty({M, N}, x.options());
+  torch::Tensor y = torch::empty(out_shape, x.options());
   const float* xp = x2.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   if (M <= Format::max_rows && q16::serves(N, K, format.G)) {
@@ -202,11 +203,12 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
     });
   }
   if (bias.has_value()) y.add_(bias.value());
-  return y.reshape(out_shape);
+  return y;
 }
 
 torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, const torch::Tensor& scales,
                           const torch::Tensor& offsets, int64_t group, const c10::optional<torch::Tensor>& bias) {
+  RECORD_FUNCTION("sglang_cpu_quant::int4_linear", std::vector<c10::IValue>());
   const int64_t N = packed.size(0), K = packed.size(1) * 2;
   TORCH_CHECK(x.size(-1) == K && K % 32 == 0 && group % 32 == 0 && K % group == 0, "int4_linear: bad shapes");
   TORCH_CHECK(packed.is_contiguous() && scales.is_contiguous() && offsets.is_contiguous(), "int4_linear: layout");
@@ -220,6 +222,7 @@ torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, c
 
 torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, const torch::Tensor& scales,
                           int64_t group, const c10::optional<torch::Tensor>& bias) {
+  RECORD_FUNCTION("sglang_cpu_quant::int8_linear", std::vector<c10::IValue>());
   const int64_t N = qweight.size(0), K = qweight.size(1);
   TORCH_CHECK(x.size(-1) == K && group % 8 == 0 && K % group == 0, "int8_linear: bad shapes");
   TORCH_CHECK(qweight.is_contiguous() && scales.is_contiguous(), "int8_linear: layout");
