@@ -13,8 +13,11 @@ from sglang.runtime.io_struct import LogprobRequest
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_runner import ModelRunner, StepInputs
 
-ATOL = 2e-3
-"""Decoding token by token and one prefill of the whole sequence round differently."""
+ATOL = 1e-2
+"""Decoding token by token and one prefill of the whole sequence compute differently: the session
+model is the quantized GGUF, whose decode linears take int16-rounded activations (up to 4e-3 on
+its logits, tests/models/test_quantized_model.py) where a long prefill multiplies in float32. A
+wrong token or position is off by far more."""
 
 
 def direct_logprobs(rt: Runtime, token_ids: list[int]) -> torch.Tensor:
