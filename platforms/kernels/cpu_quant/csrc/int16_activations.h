@@ -126,14 +126,6 @@ struct Int8Format {
   int32_t value(int64_t n, int64_t k) const { return q[n * K + k]; }
 };
 
-#ifdef SGL_AVX2
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-#endif
 
 #ifdef SGL_AVX2
 // acc + offsets[g] * group_sum[g] lane-wise over g < groups (the last partial 8 masked).
