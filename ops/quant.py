@@ -20,7 +20,7 @@ how fused projections (q/k/v, gate/up) and embedding lookups are built.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -64,6 +64,10 @@ class QuantizedWeight:
     """int4 only; None for int8 (symmetric)."""
     dtype: torch.dtype = torch.float32
     """The model's activation dtype: what an embedding lookup of these rows returns."""
+    kernel_layouts: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
+    """This same weight re-laid out for a kernel that reads it faster so, by the kernel's name:
+    built by the kernel on first use and kept. A layout holds exactly the values above (a kernel
+    computes the same from it as from them); rows and stacks of a weight start without any."""
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 class CompiledDecodeRuntime(DeviceRuntime):
     def capture_step(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root("inductor")))
+        # One eager run first: work a kernel does on first use (the cpu_quant linear's weight
+        # records) then happens outside tracing, which cannot follow it.
+        step(kv_buffers)
         compiled = torch.compile(step)
         started = time.perf_counter()
         compiled(kv_buffers)  # compile now, with this batch's real inputs (a padded step writes only scratch)

@@ -17,7 +17,7 @@ from sglang.ops.quant import QuantizedWeight, WeightFormat, cat_rows, quantize
 from sglang.ops.selection import SelectionContext, ineligibility
 from sglang.platforms.base import ModelFacts
 from sglang.platforms.cpu.platform import CpuPlatform
-from sglang.platforms.kernels.cpu_quant.linear import INT16_ACTIVATION_MAX_ROWS
+from sglang.platforms.kernels.cpu_quant.linear import INT16_ACTIVATION_MAX_ROWS, tiles
 from sglang.platforms.kernels.registry import family
 
 FORMATS = ("int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_channel")
@@ -97,10 +97,7 @@ def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int
     for candidate in candidates:
         got = load(candidate)(x, w, b)
         assert got.shape == expected.shape
-        if n < 4:  # fewer weight rows than the integer kernel's tile: the float one serves
-            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
-        else:
-            assert_within_the_kernel_error(got, expected, x, w, rows=2 * m)
+        assert_within_the_kernel_error(got, expected, x, w, rows=2 * m)
 
 
 @pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])
@@ -117,6 +114,24 @@ def test_int16_activations_end_at_the_boundary(fmt: str) -> None:
         expected = reference_linear(x, w)
         error = (kernel(x, w) - expected).abs().max().item() / expected.abs().max().item()
         assert (error > 3e-6) == int16, f"{rows} rows: relative error {error:.1e}"
+
+
+@pytest.mark.parametrize("fmt", ["int4_g32", "int4_g64", "int8_g32"])
+def test_float16_exact_scales_take_float16_records(fmt: str) -> None:
+    """A GGUF's scales and offsets are float16: the int16 kernel's records then store them in two
+    bytes, still exactly (the output stays within the kernel's bound); other weights keep four."""
+    gen = torch.Generator().manual_seed(11)
+    w = quantize(torch.randn(22, 128, generator=gen), WeightFormat.parse(fmt))
+    in_half = QuantizedWeight(w.format, w.qdata, w.scales.half().float(),
+                              None if w.offsets is None else w.offsets.half().float())  # fmt: skip
+    x = torch.randn(3, 128, generator=gen)
+    kernel = load(quantized_candidates(fmt)[0])
+    bits, values_per_row = w.format.bits, 1 if w.offsets is None else 2
+    for weight, scale_bytes in ((w, 4), (in_half, 2)):
+        assert_within_the_kernel_error(kernel(x, weight), reference_linear(x, weight), x, weight, rows=3)
+        tiles_of_4_rows, blocks, record_bytes = tiles(weight).shape
+        assert (tiles_of_4_rows, blocks) == (6, 4)
+        assert record_bytes == 4 * (32 * bits // 8 + values_per_row * scale_bytes)
 
 
 @pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])

@@ -32,7 +32,7 @@ NAME = "sglang_cpu_quant"
 def compile_flags() -> list[str]:
     flags = ["-O3", "-fopenmp"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
-        flags += ["-mavx2", "-mfma"]
+        flags += ["-mavx2", "-mfma", "-mf16c"]
     return flags
 
 
@@ -72,8 +72,10 @@ def _register_fakes() -> None:
     def out(x: torch.Tensor, qdata: torch.Tensor) -> torch.Tensor:
         return x.new_empty((*x.shape[:-1], qdata.shape[0]))
 
-    torch.library.register_fake(f"{NAME}::int4_linear")(lambda x, packed, scales, offsets, group, bias: out(x, packed))
-    torch.library.register_fake(f"{NAME}::int8_linear")(lambda x, qweight, scales, group, bias: out(x, qweight))
+    torch.library.register_fake(f"{NAME}::int4_linear")(
+        lambda x, packed, scales, offsets, group, tiles, bias: out(x, packed)
+    )
+    torch.library.register_fake(f"{NAME}::int8_linear")(lambda x, qweight, scales, group, tiles, bias: out(x, qweight))
     torch.library.register_fake(f"{NAME}::decode_attention")(lambda q, kv, slots, starts, scale: torch.empty_like(q))
     torch.library.register_fake(f"{NAME}::decode_attention_store")(
         lambda q, k, v, kv, new_slots, slots, starts, scale: torch.empty_like(q)

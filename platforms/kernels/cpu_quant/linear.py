@@ -9,6 +9,9 @@ rows, or groups that are neither per channel nor a power-of-two number of 32-val
 say), it dequantizes tiles of rows into float32 and accumulates in float32: the reference to
 within summation order. In each regime a row's output does not depend on the other rows of the
 call.
+
+The int16 kernel reads the weight's tile records (the same values, one stream per four rows),
+which the first call builds and keeps in `weight.kernel_layouts`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
 
 ensure_built()
 
+TILES = "cpu_quant.tiles"
 INT16_ACTIVATION_MAX_ROWS = {4: 6, 8: 8}
 """By weight bits, the input rows up to which the kernels take int16 activations: the C++
 formats' `max_rows` (a test pins each boundary on both sides)."""
@@ -33,6 +37,21 @@ def linear(x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.
         # No rows (a step that needs no logits, e.g. max_new_tokens 0): the kernels' tiling
         # assumes at least one row.
         return x.new_empty(*x.shape[:-1], weight.shape[0])
+    kernels = kernel_ops()
     if weight.format.bits == 4:
-        return kernel_ops().int4_linear(x, weight.qdata, weight.scales, weight.offsets, weight.group, bias)
-    return kernel_ops().int8_linear(x, weight.qdata, weight.scales, weight.group, bias)
+        return kernels.int4_linear(x, weight.qdata, weight.scales, weight.offsets, weight.group, tiles(weight), bias)
+    return kernels.int8_linear(x, weight.qdata, weight.scales, weight.group, tiles(weight), bias)
+
+
+def tiles(weight: QuantizedWeight) -> torch.Tensor:
+    """The weight's records for the int16 kernel, built on first use (empty where it does not serve
+    the weight's groups); float16 scales where every scale and offset is exact in float16."""
+    layout = weight.kernel_layouts.get(TILES)
+    if layout is None:
+        kernels = kernel_ops()
+        if weight.format.bits == 4:
+            layout = kernels.int4_tiles(weight.qdata, weight.scales, weight.offsets, weight.group)
+        else:
+            layout = kernels.int8_tiles(weight.qdata, weight.scales, weight.group)
+        weight.kernel_layouts[TILES] = layout
+    return layout

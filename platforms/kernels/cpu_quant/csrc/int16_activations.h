@@ -16,14 +16,25 @@
 // embedded model's shapes, against the float kernel; int4's unpacking costs more, so its
 // crossover comes earlier: int4 wins 1.8x at 6 rows and ties near 8-12, int8 wins 2x at 8).
 //
+// The weights are read from tile records (pack_tiles, built once per weight): for each tile of
+// TILE_N = 4 output rows and each 32-value block, one record holds the 4 rows' block data, then
+// their 4 scales, then (int4) their 4 offsets. A tile's records are consecutive, so a thread
+// reads one sequential stream, not 4 rows x (data, scales, offsets) streams: measured 1.4x on
+// the embedded model's layers from DRAM. A group of several blocks repeats its scale in each
+// record. Scales are stored as float16 where every one of the weight's scales and offsets
+// converts exactly (a GGUF's are float16 to begin with), else float32: either way they are the
+// weight's exact values.
+//
 // Invariant: every output (m, n) sums its blocks in ascending order in one vector accumulator,
-// then adds the offsets' term, whatever the other rows of the call are.
+// and its offsets' terms in ascending order in another, whatever the other rows of the call are.
 #pragma once
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
+#include <c10/util/Half.h>
 #include <cmath>
+#include <cstring>
 #include <vector>
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SGL_AVX2 1
 #endif
@@ -31,28 +42,22 @@
 namespace sgl_int16_activations {
 
 constexpr int64_t BLOCK = 32;
-constexpr int TILE_N = 4;  // weight rows computed together: each x block is loaded once for them
+constexpr int TILE_N = 4;  // weight rows of a record: each x block is loaded once for them
+// How far ahead of use the records are prefetched: a few cache lines did not cover DRAM latency
+// (1.2x slower); 1280 to 5120 bytes measured the same.
+constexpr int64_t PREFETCH_BYTES = 2048;
 
-// The weights this path serves: whole 32-value blocks, at least one full tile of rows, and groups
-// of a power of two of blocks or one group per row (per channel): the group of a block is then
-// a shift, not a division.
-inline bool serves(int64_t N, int64_t K, int64_t G) {
-  const int64_t per_group = G / BLOCK;
-  return N >= TILE_N && K % BLOCK == 0 && G % BLOCK == 0 && (G == K || (per_group & (per_group - 1)) == 0);
-}
+// The weights this path serves: whole 32-value blocks, each within one group.
+inline bool serves(int64_t K, int64_t G) { return K % BLOCK == 0 && G % BLOCK == 0; }
 
-// b >> group_shift(K, G) is block b's group (a shift of 63 sends every block to group 0).
-inline int group_shift(int64_t K, int64_t G) { return G == K ? 63 : __builtin_ctzll(G / BLOCK); }
-
-// x quantized per 32-value block: q int16 [M, K], scale d [M, K/32], and per weight group of
-// G values, the sum of the dequantized activations d * sum(q) [M, K/G] (what the group's offset
-// multiplies).
+// x quantized per 32-value block: q int16 [M, K], scale d [M, K/32], and per block the sum of
+// its dequantized values d * sum(q) [M, K/32] (what the block's weight offset multiplies).
 struct QuantizedRows {
   std::vector<int16_t> q;
-  std::vector<float> d, group_sum;
+  std::vector<float> d, block_sum;
 };
 
-void quantize_row(const float* x, int64_t K, int64_t G, int16_t* q, float* d, float* group_sum) {
+inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float* block_sum) {
   for (int64_t b = 0; b < K / BLOCK; ++b) {
     const float* xb = x + b * BLOCK;
     float amax = 0.f;
@@ -66,176 +71,182 @@ void quantize_row(const float* x, int64_t K, int64_t G, int16_t* q, float* d, fl
       sum += v;
     }
     d[b] = scale;
-    const int64_t g = b * BLOCK / G;
-    group_sum[g] = (b * BLOCK % G == 0 ? 0.f : group_sum[g]) + scale * static_cast<float>(sum);
+    block_sum[b] = scale * static_cast<float>(sum);
   }
 }
 
-inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K, int64_t G) {
-  QuantizedRows rows{std::vector<int16_t>(M * K), std::vector<float>(M * K / BLOCK), std::vector<float>(M * K / G)};
+inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K) {
+  const int64_t blocks = K / BLOCK;
+  QuantizedRows rows{std::vector<int16_t>(M * K), std::vector<float>(M * blocks), std::vector<float>(M * blocks)};
   for (int64_t m = 0; m < M; ++m)
-    quantize_row(x + m * K, K, G, rows.q.data() + m * K, rows.d.data() + m * K / BLOCK,
-                 rows.group_sum.data() + m * K / G);
+    quantize_row(x + m * K, K, rows.q.data() + m * K, rows.d.data() + m * blocks, rows.block_sum.data() + m * blocks);
   return rows;
 }
 
-// Int4: unpacked values q in 0..15 with w = scale * q + offset per group.
-struct Int4Format {
-  static constexpr bool has_offset = true;
-  static constexpr int64_t max_rows = 6;
-  const uint8_t* packed;
-  const float* scales;
-  const float* offsets;
-  int64_t K, G;
+// The record layout of Bits-bit weights with scales (and offsets) stored as Scale.
+// Int4 data: 16 bytes a row, byte j holding value j (low nibble) and j + 16 (high), q in 0..15,
+// w = scale * q + offset. Int8 data: 32 signed bytes a row, w = scale * q.
+template <int Bits, typename Scale>
+struct Tiles {
+  static_assert(Bits == 4 || Bits == 8, "int4 or int8 records");
+  static constexpr bool has_offset = Bits == 4;
+  static constexpr int64_t max_rows = Bits == 4 ? 6 : 8;
+  static constexpr int64_t data_bytes = BLOCK * Bits / 8;
+  static constexpr int64_t scales_at = TILE_N * data_bytes;
+  static constexpr int64_t offsets_at = scales_at + TILE_N * sizeof(Scale);
+  static constexpr int64_t record_bytes = offsets_at + (has_offset ? TILE_N * sizeof(Scale) : 0);
+
+  const uint8_t* records;
+  int64_t blocks;  // records per tile: K / 32
+
+  const uint8_t* record(int64_t tile, int64_t b) const { return records + (tile * blocks + b) * record_bytes; }
+  static float scale(const uint8_t* rec, int r) { return load_scale(rec + scales_at, r); }
+  static float offset(const uint8_t* rec, int r) { return load_scale(rec + offsets_at, r); }
+  static void store_scale(uint8_t* p, int r, float v) {
+    const Scale s(v);
+    std::memcpy(p + r * sizeof(Scale), &s, sizeof(Scale));
+  }
+  static int32_t value(const uint8_t* rec, int r, int64_t j) {
+    const uint8_t* data = rec + r * data_bytes;
+    if constexpr (Bits == 8) return static_cast<int8_t>(data[j]);
+    return j < BLOCK / 2 ? data[j] & 0x0F : data[j - BLOCK / 2] >> 4;
+  }
 
 #ifdef SGL_AVX2
-  // The block's 32 values as int16, values 0..15 in `lo` and 16..31 in `hi` (natural order):
-  // byte j widened to a 16-bit lane holds value j in bits 0-3 and value j + 16 in bits 4-7.
-  static constexpr int64_t block_bytes = BLOCK / 2;
-  const char* block_address(int64_t n, int64_t b) const {
-    return reinterpret_cast<const char*>(packed + n * (K / 2) + b * block_bytes);
+  // Row r's 32 values as int16 lanes: values 0..15 in `lo`, 16..31 in `hi`.
+  static void unpack(const uint8_t* rec, int r, __m256i& lo, __m256i& hi) {
+    const __m128i* data = reinterpret_cast<const __m128i*>(rec + r * data_bytes);
+    if constexpr (Bits == 8) {
+      lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(data));
+      hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(data + 1));
+    } else {
+      // Byte j widened to a 16-bit lane holds value j in bits 0-3 and value j + 16 in bits 4-7.
+      const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(data));
+      lo = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0F));
+      hi = _mm256_srli_epi16(bytes, 4);
+    }
   }
-  void unpack(int64_t n, int64_t b, __m256i& lo, __m256i& hi) const {
-    const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block_address(n, b))));
-    lo = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0F));
-    hi = _mm256_srli_epi16(bytes, 4);
+  static __m128 scales4(const uint8_t* rec) { return load4(rec + scales_at); }
+  static __m128 offsets4(const uint8_t* rec) { return load4(rec + offsets_at); }
+  static __m128 load4(const uint8_t* p) {
+    if constexpr (std::is_same_v<Scale, float>) return _mm_loadu_ps(reinterpret_cast<const float*>(p));
+    return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
 #endif
-  int32_t value(int64_t n, int64_t k) const {
-    const uint8_t byte = packed[n * (K / 2) + k / BLOCK * (BLOCK / 2) + k % (BLOCK / 2)];
-    return k % BLOCK < BLOCK / 2 ? byte & 0x0F : byte >> 4;
+
+ private:
+  static float load_scale(const uint8_t* p, int r) {
+    Scale s;
+    std::memcpy(&s, p + r * sizeof(Scale), sizeof(Scale));
+    return static_cast<float>(s);
   }
 };
 
-struct Int8Format {
-  static constexpr bool has_offset = false;
-  static constexpr int64_t max_rows = 8;
-  const int8_t* q;
-  const float* scales;
-  int64_t K, G;
-
-#ifdef SGL_AVX2
-  static constexpr int64_t block_bytes = BLOCK;
-  const char* block_address(int64_t n, int64_t b) const { return reinterpret_cast<const char*>(q + n * K + b * BLOCK); }
-  void unpack(int64_t n, int64_t b, __m256i& lo, __m256i& hi) const {
-    const char* p = block_address(n, b);
-    lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
-  }
-#endif
-  int32_t value(int64_t n, int64_t k) const { return q[n * K + k]; }
-};
-
-
-#ifdef SGL_AVX2
-// acc + offsets[g] * group_sum[g] lane-wise over g < groups (the last partial 8 masked).
-inline __m256 add_offset_terms(__m256 acc, const float* offsets, const float* group_sum, int64_t groups) {
-  int64_t g = 0;
-  for (; g + 8 <= groups; g += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(offsets + g), _mm256_loadu_ps(group_sum + g), acc);
-  if (g < groups) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(groups - g)), lane);
-    acc = _mm256_fmadd_ps(_mm256_maskload_ps(offsets + g, mask), _mm256_maskload_ps(group_sum + g, mask), acc);
-  }
-  return acc;
+// The records of a weight: data [N, K * Bits / 8] in the layout above (int4 packed, int8 values),
+// scales (and offsets) float32 [N, K / G]. Returns uint8 [ceil(N / 4), K / 32, record_bytes];
+// rows past N (the last tile's padding) are zero and their outputs are never stored.
+template <typename T>
+torch::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, int64_t N, int64_t K, int64_t G) {
+  const int64_t tiles = (N + TILE_N - 1) / TILE_N, blocks = K / BLOCK, groups = K / G, row_bytes = K * T::data_bytes / BLOCK;
+  torch::Tensor out = torch::zeros({tiles, blocks, T::record_bytes}, torch::kUInt8);
+  uint8_t* base = out.data_ptr<uint8_t>();
+  at::parallel_for(0, tiles, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      for (int64_t b = 0; b < blocks; ++b) {
+        uint8_t* rec = base + (t * blocks + b) * T::record_bytes;
+        for (int r = 0; r < TILE_N && t * TILE_N + r < N; ++r) {
+          const int64_t n = t * TILE_N + r, g = b * BLOCK / G;
+          std::memcpy(rec + r * T::data_bytes, data + n * row_bytes + b * T::data_bytes, T::data_bytes);
+          T::store_scale(rec + T::scales_at, r, scales[n * groups + g]);
+          if constexpr (T::has_offset) T::store_scale(rec + T::offsets_at, r, offsets[n * groups + g]);
+        }
+      }
+  });
+  return out;
 }
 
+#ifdef SGL_AVX2
 // The four horizontal sums [sum(v[0]), sum(v[1]), sum(v[2]), sum(v[3])]: one fixed tree each.
 static_assert(TILE_N == 4, "hsum4 reduces one tile");
 inline __m128 hsum4(const __m256 v[TILE_N]) {
   const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
   return _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
 }
-#else
-inline float offset_terms(const float* offsets, const float* group_sum, int64_t groups) {
-  float total = 0.f;
-  for (int64_t g = 0; g < groups; ++g) total = std::fma(offsets[g], group_sum[g], total);
-  return total;
-}
 #endif
 
-// y[m + i, n0 + r] for i < ROWS, r < TILE_N: each weight block is unpacked once for the ROWS
-// input rows, and each input block loaded once for the TILE_N weight rows.
-template <int ROWS, typename Format>
-void tile(const Format& w, const QuantizedRows& x, int64_t m, int64_t n0, float* y, int64_t N) {
-  const int64_t blocks = w.K / BLOCK, groups = w.K / w.G, per_group = w.G / BLOCK;
+// y[m + i, 4t + r] for i < ROWS, r < TILE_N (and 4t + r < N): each record's weights are unpacked
+// once for the ROWS input rows, and each input block loaded once for the TILE_N weight rows.
+template <int ROWS, typename T>
+void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, int64_t N) {
+  const int64_t blocks = w.blocks, K = blocks * BLOCK;
+  float out[ROWS][TILE_N];
 #ifdef SGL_AVX2
-  const int shift = group_shift(w.K, w.G);
-  // The next tile's rows, fetched a cache line ahead of use: measured 1.3x on 2 threads streaming
-  // from DRAM, where the hardware prefetcher alone fell behind four interleaved row streams.
-  const int64_t ahead = n0 + 2 * TILE_N <= N ? TILE_N : 0;
-  constexpr int64_t blocks_per_line = 64 / Format::block_bytes;
-  // The next tile's scales (and offsets): TILE_N consecutive rows of them are one span.
-  for (int64_t line = 0; line < TILE_N * groups; line += 64 / sizeof(float)) {
-    _mm_prefetch(reinterpret_cast<const char*>(w.scales + (n0 + ahead) * groups + line), _MM_HINT_T0);
-    if constexpr (Format::has_offset)
-      _mm_prefetch(reinterpret_cast<const char*>(w.offsets + (n0 + ahead) * groups + line), _MM_HINT_T0);
-  }
   __m256 acc[ROWS][TILE_N];
-  for (int i = 0; i < ROWS; ++i)
+  __m128 offset_acc[ROWS];
+  for (int i = 0; i < ROWS; ++i) {
+    offset_acc[i] = _mm_setzero_ps();
     for (int r = 0; r < TILE_N; ++r) acc[i][r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    if (b % blocks_per_line == 0)
-      for (int r = 0; r < TILE_N; ++r) _mm_prefetch(w.block_address(n0 + ahead + r, b), _MM_HINT_T0);
+  }
+  const uint8_t* rec = w.record(t, 0);
+  for (int64_t b = 0; b < blocks; ++b, rec += T::record_bytes) {
+    for (int64_t line = 0; line < T::record_bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + PREFETCH_BYTES + line), _MM_HINT_T0);
+    const __m128 scales = T::scales4(rec);
     __m256i x_lo[ROWS], x_hi[ROWS];
-    __m256 dx[ROWS];
+    __m256 step[ROWS];  // lane r: row r's scale times this input block's
     for (int i = 0; i < ROWS; ++i) {
-      const int16_t* xb = x.q.data() + (m + i) * w.K + b * BLOCK;
+      const int16_t* xb = x.q.data() + (m + i) * K + b * BLOCK;
       x_lo[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb));
       x_hi[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16));
-      dx[i] = _mm256_broadcast_ss(x.d.data() + (m + i) * blocks + b);
+      step[i] = _mm256_castps128_ps256(_mm_mul_ps(scales, _mm_set1_ps(x.d[(m + i) * blocks + b])));
+      if constexpr (T::has_offset)
+        offset_acc[i] = _mm_fmadd_ps(T::offsets4(rec), _mm_set1_ps(x.block_sum[(m + i) * blocks + b]), offset_acc[i]);
     }
     for (int r = 0; r < TILE_N; ++r) {
       __m256i lo, hi;
-      w.unpack(n0 + r, b, lo, hi);
-      const __m256 scale = _mm256_broadcast_ss(w.scales + (n0 + r) * groups + (b >> shift));
+      T::unpack(rec, r, lo, hi);
+      const __m256i lane = _mm256_set1_epi32(r);
       for (int i = 0; i < ROWS; ++i) {
         const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo[i]), _mm256_madd_epi16(hi, x_hi[i]));
-        acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, dx[i]), acc[i][r]);
+        acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(step[i], lane), acc[i][r]);
       }
     }
   }
-  for (int i = 0; i < ROWS; ++i) {
-    if constexpr (Format::has_offset)
-      for (int r = 0; r < TILE_N; ++r)
-        acc[i][r] = add_offset_terms(acc[i][r], w.offsets + (n0 + r) * groups, x.group_sum.data() + (m + i) * groups, groups);
-    _mm_storeu_ps(y + (m + i) * N + n0, hsum4(acc[i]));
-  }
+  for (int i = 0; i < ROWS; ++i) _mm_storeu_ps(out[i], _mm_add_ps(hsum4(acc[i]), offset_acc[i]));
 #else
-  for (int i = 0; i < ROWS; ++i) {
+  for (int i = 0; i < ROWS; ++i)
     for (int r = 0; r < TILE_N; ++r) {
-      float total = 0.f;
+      float total = 0.f, offsets = 0.f;
       for (int64_t b = 0; b < blocks; ++b) {
-        const int16_t* xb = x.q.data() + (m + i) * w.K + b * BLOCK;
+        const uint8_t* rec = w.record(t, b);
+        const int16_t* xb = x.q.data() + (m + i) * K + b * BLOCK;
         int32_t dot = 0;
-        for (int64_t j = 0; j < BLOCK; ++j) dot += w.value(n0 + r, b * BLOCK + j) * xb[j];
-        const float step = w.scales[(n0 + r) * groups + b / per_group] * x.d[(m + i) * blocks + b];
-        total = std::fma(static_cast<float>(dot), step, total);
+        for (int64_t j = 0; j < BLOCK; ++j) dot += T::value(rec, r, j) * xb[j];
+        total = std::fma(static_cast<float>(dot), T::scale(rec, r) * x.d[(m + i) * blocks + b], total);
+        if constexpr (T::has_offset) offsets = std::fma(T::offset(rec, r), x.block_sum[(m + i) * blocks + b], offsets);
       }
-      if constexpr (Format::has_offset)
-        total += offset_terms(w.offsets + (n0 + r) * groups, x.group_sum.data() + (m + i) * groups, groups);
-      y[(m + i) * N + n0 + r] = total;
+      out[i][r] = total + offsets;
     }
-  }
 #endif
+  const int64_t n0 = t * TILE_N;
+  const int64_t cols = std::min<int64_t>(TILE_N, N - n0);
+  for (int i = 0; i < ROWS; ++i) std::copy_n(out[i], cols, y + (m + i) * N + n0);
 }
 
-// y[M, N] (row-major, preallocated) for x[M, K]; `serves(N, K, G)` must hold. Rows go in pairs
-// and a last single row: both compute each output the same way, so a row's output does not
-// depend on the other rows of the call.
-template <typename Format>
-void matmul(const float* x, int64_t M, const Format& w, int64_t N, float* y) {
-  const QuantizedRows xq = quantize_rows(x, M, w.K, w.G);
+// y[M, N] (row-major, preallocated) for x[M, K] against w's records. Rows go in pairs and a last
+// single row: both compute each output the same way, so a row's output does not depend on the
+// other rows of the call.
+template <typename T>
+void matmul(const float* x, int64_t M, const T& w, int64_t N, float* y) {
+  const QuantizedRows xq = quantize_rows(x, M, w.blocks * BLOCK);
   const int64_t tiles = (N + TILE_N - 1) / TILE_N;
   // Enough tiles per task to amortize scheduling, few enough to balance across threads.
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
   at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      // A ragged last tile overlaps the one before it: the shared outputs get the same values.
-      const int64_t n0 = std::min(t * TILE_N, N - TILE_N);
       int64_t m = 0;
-      for (; m + 2 <= M; m += 2) tile<2>(w, xq, m, n0, y, N);
-      if (m < M) tile<1>(w, xq, m, n0, y, N);
+      for (; m + 2 <= M; m += 2) tile<2>(w, xq, m, t, y, N);
+      if (m < M) tile<1>(w, xq, m, t, y, N);
     }
   });
 }

@@ -9,7 +9,8 @@
 // Two kernels, by the number of input rows M:
 // - M up to the format's max_rows (decode): int16_activations.h, the activations quantized per
 //   block and integer dot products (at one or a few rows the float conversion of every weight,
-//   not memory, was the bound).
+//   not memory, was the bound). It reads the weight's tile records (int4_tiles / int8_tiles,
+//   built once per weight by the caller), which hold the same values in one stream per tile.
 // - more rows (prefill, large decode batches): a tile of NR output rows is dequantized and
 //   transposed into a float buffer [K][NR] (L1/L2-resident), then input rows go through it MR at a
 //   time in a register-blocked micro-kernel: per k, two vector loads of the tile and MR
@@ -171,9 +172,21 @@ void tile_rows(const float* x, int64_t M, int64_t K, const float* tile, float* y
 
 namespace q16 = sgl_int16_activations;
 
-template <typename Dequant, typename Format>
-torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::Tensor>& bias, Dequant dequant,
-                  const Format& format) {
+// The int16-activation kernel on a weight's records, for each record layout pack_tiles makes.
+template <int Bits>
+void int16_matmul(const float* x, int64_t M, const torch::Tensor& tiles, int64_t N, float* y) {
+  using Half = q16::Tiles<Bits, c10::Half>;
+  using Full = q16::Tiles<Bits, float>;
+  const uint8_t* records = tiles.data_ptr<uint8_t>();
+  const int64_t blocks = tiles.size(1), bytes = tiles.size(2);
+  if (bytes == Half::record_bytes) return q16::matmul(x, M, Half{records, blocks}, N, y);
+  TORCH_CHECK(bytes == Full::record_bytes, "quantized linear: tiles are not int", Bits, " records");
+  q16::matmul(x, M, Full{records, blocks}, N, y);
+}
+
+template <int Bits, typename Dequant>
+torch::Tensor run(const torch::Tensor& x, int64_t N, int64_t group, const torch::Tensor& tiles,
+                  const c10::optional<torch::Tensor>& bias, Dequant dequant) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "quantized linear: x must be float32");
   const int64_t K = x.size(-1);
   TORCH_CHECK(K % 8 == 0, "quantized linear: in_features must be a multiple of 8");
@@ -186,11 +199,13 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
   torch::Tensor y = torch::empty(out_shape, x.options());
   const float* xp = x2.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  if (M <= Format::max_rows && q16::serves(N, K, format.G)) {
-    q16::matmul(xp, M, format, N, yp);
+  if (M <= q16::Tiles<Bits, float>::max_rows && q16::serves(K, group)) {
+    TORCH_CHECK(tiles.dim() == 3 && tiles.size(0) * q16::TILE_N >= N && tiles.size(1) * q16::BLOCK == K,
+                "quantized linear: tiles do not match the weight");
+    int16_matmul<Bits>(xp, M, tiles.contiguous(), N, yp);
   } else {
-    const int64_t tiles = (N + NR - 1) / NR;
-    at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    const int64_t float_tiles = (N + NR - 1) / NR;
+    at::parallel_for(0, float_tiles, 1, [&](int64_t begin, int64_t end) {
       // A ragged last tile's extra columns are computed from whatever its buffer holds and never stored.
       std::vector<float> rows(NR * K, 0.f), tile(K * NR);
       for (int64_t t = begin; t < end; ++t) {
@@ -207,7 +222,8 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, const c10::optional<torch::
 }
 
 torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, const torch::Tensor& scales,
-                          const torch::Tensor& offsets, int64_t group, const c10::optional<torch::Tensor>& bias) {
+                          const torch::Tensor& offsets, int64_t group, const torch::Tensor& tiles,
+                          const c10::optional<torch::Tensor>& bias) {
   RECORD_FUNCTION("sglang_cpu_quant::int4_linear", std::vector<c10::IValue>());
   const int64_t N = packed.size(0), K = packed.size(1) * 2;
   TORCH_CHECK(x.size(-1) == K && K % 32 == 0 && group % 32 == 0 && K % group == 0, "int4_linear: bad shapes");
@@ -215,39 +231,73 @@ torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, c
   const uint8_t* p = packed.data_ptr<uint8_t>();
   const float* s = scales.data_ptr<float>();
   const float* o = offsets.data_ptr<float>();
-  return run(
-      x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); },
-      q16::Int4Format{p, s, o, K, group});
+  return run<4>(x, N, group, tiles, bias,
+                [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); });
 }
 
 torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, const torch::Tensor& scales,
-                          int64_t group, const c10::optional<torch::Tensor>& bias) {
+                          int64_t group, const torch::Tensor& tiles, const c10::optional<torch::Tensor>& bias) {
   RECORD_FUNCTION("sglang_cpu_quant::int8_linear", std::vector<c10::IValue>());
   const int64_t N = qweight.size(0), K = qweight.size(1);
   TORCH_CHECK(x.size(-1) == K && group % 8 == 0 && K % group == 0, "int8_linear: bad shapes");
   TORCH_CHECK(qweight.is_contiguous() && scales.is_contiguous(), "int8_linear: layout");
   const int8_t* q = qweight.data_ptr<int8_t>();
   const float* s = scales.data_ptr<float>();
-  return run(
-      x, N, bias, [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); },
-      q16::Int8Format{q, s, K, group});
+  return run<8>(x, N, group, tiles, bias,
+                [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); });
+}
+
+// Whether every value survives a round trip through float16 (then the records store float16).
+bool exact_in_half(const torch::Tensor& values) {
+  return values.numel() == 0 || torch::equal(values.to(torch::kHalf).to(torch::kFloat), values);
+}
+
+template <int Bits>
+torch::Tensor pack_records(const torch::Tensor& data, const torch::Tensor& scales, const float* offsets, bool half,
+                           int64_t K, int64_t group) {
+  TORCH_CHECK(data.is_contiguous() && scales.is_contiguous(), "tiles: layout");
+  // No records where the int16 kernel does not serve the weight: the float kernel takes every call.
+  if (!q16::serves(K, group)) return torch::empty({0, 0, 0}, torch::kUInt8);
+  const uint8_t* d = static_cast<const uint8_t*>(data.data_ptr());
+  const float* s = scales.data_ptr<float>();
+  const int64_t N = data.size(0);
+  return half ? q16::pack<q16::Tiles<Bits, c10::Half>>(d, s, offsets, N, K, group)
+              : q16::pack<q16::Tiles<Bits, float>>(d, s, offsets, N, K, group);
+}
+
+torch::Tensor int4_tiles(const torch::Tensor& packed, const torch::Tensor& scales, const torch::Tensor& offsets,
+                         int64_t group) {
+  TORCH_CHECK(offsets.is_contiguous(), "int4_tiles: layout");
+  const bool half = exact_in_half(scales) && exact_in_half(offsets);
+  return pack_records<4>(packed, scales, offsets.data_ptr<float>(), half, packed.size(1) * 2, group);
+}
+
+torch::Tensor int8_tiles(const torch::Tensor& qweight, const torch::Tensor& scales, int64_t group) {
+  return pack_records<8>(qweight, scales, nullptr, exact_in_half(scales), qweight.size(1), group);
 }
 
 }  // namespace
 
 TORCH_LIBRARY(sglang_cpu_quant, m) {
-  m.def("int4_linear(Tensor x, Tensor packed, Tensor scales, Tensor offsets, int group, Tensor? bias) -> Tensor");
-  m.def("int8_linear(Tensor x, Tensor qweight, Tensor scales, int group, Tensor? bias) -> Tensor");
+  m.def("int4_linear(Tensor x, Tensor packed, Tensor scales, Tensor offsets, int group, Tensor tiles, Tensor? bias)"
+        " -> Tensor");
+  m.def("int8_linear(Tensor x, Tensor qweight, Tensor scales, int group, Tensor tiles, Tensor? bias) -> Tensor");
+  m.def("int4_tiles(Tensor packed, Tensor scales, Tensor offsets, int group) -> Tensor");
+  m.def("int8_tiles(Tensor qweight, Tensor scales, int group) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
   m.impl("int4_linear", &int4_linear);
   m.impl("int8_linear", &int8_linear);
+  m.impl("int4_tiles", &int4_tiles);
+  m.impl("int8_tiles", &int8_tiles);
 }
 
 namespace sgl_cpu_quant {
 void bind_linear(pybind11::module_& m) {
   m.def("int4_linear", &int4_linear);
   m.def("int8_linear", &int8_linear);
+  m.def("int4_tiles", &int4_tiles);
+  m.def("int8_tiles", &int8_tiles);
 }
 }  // namespace sgl_cpu_quant
