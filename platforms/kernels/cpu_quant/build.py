@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "bindings.cpp"))
-HEADERS = (CSRC / "int16_activations.h", CSRC / "bindings.h")
+HEADERS = (CSRC / "int16_activations.h", CSRC / "record_arena.h", CSRC / "bindings.h")
 NAME = "sglang_cpu_quant"
 
 

@@ -20,7 +20,7 @@
 // TILE_N = 4 output rows and each 32-value block, one record holds the 4 rows' block data, then
 // their 4 scales, then (int4) their 4 offsets. A tile's records are consecutive, so a thread
 // reads one sequential stream, not 4 rows x (data, scales, offsets) streams: measured 1.4x on
-// the embedded model's layers from DRAM. A group of several blocks repeats its scale in each
+// the embedded model's layers from DRAM (and records sit on huge pages, record_arena.h). A group of several blocks repeats its scale in each
 // record. Scales are stored as float16 where every one of the weight's scales and offsets
 // converts exactly (a GGUF's are float16 to begin with), else float32: either way they are the
 // weight's exact values.
@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+#include "record_arena.h"
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SGL_AVX2 1
@@ -148,7 +149,7 @@ struct Tiles {
 template <typename T>
 torch::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, int64_t N, int64_t K, int64_t G) {
   const int64_t tiles = (N + TILE_N - 1) / TILE_N, blocks = K / BLOCK, groups = K / G, row_bytes = K * T::data_bytes / BLOCK;
-  torch::Tensor out = torch::zeros({tiles, blocks, T::record_bytes}, torch::kUInt8);
+  torch::Tensor out = sgl_record_arena::allocate(tiles * blocks * T::record_bytes).view({tiles, blocks, T::record_bytes});
   uint8_t* base = out.data_ptr<uint8_t>();
   at::parallel_for(0, tiles, 16, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
