@@ -4,14 +4,14 @@ A dense weight goes to torch's own dense kernel (every quantized model has some 
 a `QuantizedWeight` goes to the kernel of its bit width, which has two regimes by the number of
 input rows. Up to `INT16_ACTIVATION_MAX_ROWS[bits]` rows (decode) it quantizes the activations
 to int16 per 32-value block and multiplies in integers: each input value is off by at most half
-its block's step of `max|x_block| / 32767`. With more rows (prefill), weights of fewer than 4
-rows, or groups that are neither per channel nor a power-of-two number of 32-value blocks (96,
-say), it dequantizes tiles of rows into float32 and accumulates in float32: the reference to
-within summation order. In each regime a row's output does not depend on the other rows of the
-call.
+its block's step of `max|x_block| / 32767`. With more rows (prefill), or int8 groups that are
+not whole 32-value blocks (8 or 16 features), it dequantizes tiles of rows into float32 and
+accumulates in float32: the reference to within summation order. In each regime a row's output
+does not depend on the other rows of the call.
 
 The int16 kernel reads the weight's tile records (the same values, one stream per four rows),
-which the first call builds and keeps in `weight.kernel_layouts`.
+which the first call builds and keeps in `weight.kernel_layouts` (the model loader makes that
+first call).
 """
 
 from __future__ import annotations

@@ -16,14 +16,14 @@
 // embedded model's shapes, against the float kernel; int4's unpacking costs more, so its
 // crossover comes earlier: int4 wins 1.8x at 6 rows and ties near 8-12, int8 wins 2x at 8).
 //
-// The weights are read from tile records (pack_tiles, built once per weight): for each tile of
-// TILE_N = 4 output rows and each 32-value block, one record holds the 4 rows' block data, then
-// their 4 scales, then (int4) their 4 offsets. A tile's records are consecutive, so a thread
-// reads one sequential stream, not 4 rows x (data, scales, offsets) streams: measured 1.4x on
-// the embedded model's layers from DRAM (and records sit on huge pages, record_arena.h). A group of several blocks repeats its scale in each
-// record. Scales are stored as float16 where every one of the weight's scales and offsets
-// converts exactly (a GGUF's are float16 to begin with), else float32: either way they are the
-// weight's exact values.
+// The weights are read from tile records (`pack`, once per weight): for each tile of TILE_N = 4
+// output rows and each 32-value block, one record holds the 4 rows' block data, then their 4
+// scales, then (int4) their 4 offsets. A tile's records are consecutive, so a thread reads one
+// sequential stream, not 4 rows x (data, scales, offsets) streams: measured 1.4x on the embedded
+// model's layers from DRAM. The records sit on huge pages (record_arena.h). A group of several
+// blocks repeats its scale in each record. Scales are stored as float16 where every one of the
+// weight's scales and offsets converts exactly (a GGUF's are float16 to begin with), else
+// float32: either way they are the weight's exact values.
 //
 // Invariant: every output (m, n) sums its blocks in ascending order in one vector accumulator,
 // and its offsets' terms in ascending order in another, whatever the other rows of the call are.
