@@ -179,3 +179,19 @@ def test_selection_by_the_models_formats() -> None:
 def test_quantized_weight_is_a_typed_value() -> None:
     w = quantize(torch.randn(4, 32), WeightFormat(8, 32))
     assert isinstance(w, QuantizedWeight) and w.offsets is None and w.qdata.dtype == torch.int8
+
+
+def test_records_made_under_inference_mode_serve_calls_outside_it() -> None:
+    """A model loads under inference mode, and its weights' records share memory chunks with
+    records built later outside it (a test's, an eager step's). Three weights of 12.6 MB of
+    records each open at least one new 32 MiB chunk under inference mode, which the next weight's
+    records then come from."""
+    kernel = load(quantized_candidates("int4_g32")[0])
+    n, k = 8192, 2048
+    with torch.inference_mode():
+        for _ in range(3):
+            loaded = QuantizedWeight(WeightFormat(4, 32), torch.randint(0, 256, (n, k // 2), dtype=torch.uint8),
+                                     torch.rand(n, k // 32), torch.rand(n, k // 32))  # fmt: skip
+            kernel(torch.randn(1, k), loaded)
+    w, x = quantize(torch.randn(64, 128), WeightFormat(4, 32)), torch.randn(2, 128)
+    assert_within_the_kernel_error(kernel(x, w), reference_linear(x, w), x, w, rows=2)

@@ -8,6 +8,7 @@
 #pragma once
 #include <torch/extension.h>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -48,7 +49,9 @@ inline torch::Tensor allocate(int64_t bytes) {
     span = chunk.narrow(0, used, bytes);
     used += (bytes + ALIGN - 1) / ALIGN * ALIGN;
   }
-  span.zero_();
+  // Zeroed through its memory, not `zero_()`: a chunk made under inference mode (a model load)
+  // is an inference tensor, which torch does not let later calls outside that mode write to.
+  std::memset(span.data_ptr(), 0, bytes);
   return span;
 }
 
