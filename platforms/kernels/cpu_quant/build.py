@@ -1,17 +1,28 @@
 """Builds the family's C++ kernels once per machine and loads them into `torch.ops.sglang_cpu_quant`.
 
 The build runs on first use (binding a candidate) and is cached under
-`$SGLANG_CACHE_DIR/torch_extensions` (default `~/.cache/sglang/torch_extensions`), keyed by the
-source, the compile flags and the torch version: later starts only load the shared library.
-torch's extension builder holds a lock on the build folder, so two processes starting at once
-build it once. The vector path needs AVX2 and FMA; on a CPU without them the same source builds
-its portable loops instead (slower, same results).
+`$SGLANG_CACHE_DIR/torch_extensions` (default `~/.cache/sglang/torch_extensions`), in a folder
+keyed by the sources, the compile flags and the torch version. The vector path needs AVX2 and
+FMA; on a CPU without them the same source builds its portable loops instead (slower, same
+results).
+
+Invariants:
+- A cache folder under its final name holds a complete build: torch's builder runs in a child
+  process inside a temporary sibling, which is renamed into place when it succeeds.
+- A start that finds the folder imports its shared library directly: no compiler, no ninja and
+  no lock, so a second checkout of the same sources reuses the build.
+- Processes that find no build take an OS file lock while one of them builds. The kernel releases
+  it when its holder exits, however it exits, so a build that was killed blocks nobody.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import importlib.util
 import logging
+import subprocess
+import sys
 import time
 from functools import cache
 from pathlib import Path
@@ -19,7 +30,7 @@ from types import ModuleType
 
 import torch
 
-from sglang.runtime.loader.cache import cache_root
+from sglang.runtime.loader.cache import cache_root, publish
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +38,16 @@ CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "bindings.cpp"))
 HEADERS = (CSRC / "int16_activations.h", CSRC / "record_arena.h", CSRC / "bindings.h")
 NAME = "sglang_cpu_quant"
+# Run by the child process that builds: torch's builder imports what it built, and a process
+# must not import a second copy (its ops would register twice), so the parent imports the
+# published one.
+_BUILD_SCRIPT = """
+import sys
+import torch.utils.cpp_extension as builder
+name, folder, flags, *sources = sys.argv[1:]
+builder.load(name=name, sources=sources, extra_cflags=flags.split(), extra_ldflags=["-fopenmp"],
+             build_directory=folder, is_python_module=True)
+"""
 
 
 def compile_flags() -> list[str]:
@@ -43,26 +64,48 @@ def kernel_ops() -> ModuleType | torch._ops._OpNamespace:
     return torch.ops.sglang_cpu_quant if torch.compiler.is_compiling() else ensure_built()
 
 
+def build_folder(flags: list[str]) -> Path:
+    digest = hashlib.sha256(" ".join(flags).encode() + torch.__version__.encode())
+    for source in (*SOURCES, *HEADERS):
+        digest.update(source.read_bytes())
+    return cache_root("torch_extensions") / f"{NAME}-{digest.hexdigest()[:16]}"
+
+
 @cache
 def ensure_built() -> ModuleType:
     """Loads the kernels (the module, with its ops also registered in `torch.ops`), building them
     first if this machine has no cached build."""
-    from torch.utils.cpp_extension import load
-
     flags = compile_flags()
-    digest = hashlib.sha256(" ".join(flags).encode() + torch.__version__.encode())
-    for source in (*SOURCES, *HEADERS):
-        digest.update(source.read_bytes())
-    key = digest.hexdigest()
-    folder = cache_root("torch_extensions") / f"{NAME}-{key[:16]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    cached = (folder / f"{NAME}.so").exists()
+    folder = build_folder(flags)
+    library = folder / f"{NAME}.so"
     started = time.perf_counter()
-    module = load(name=NAME, sources=[str(s) for s in SOURCES], extra_cflags=flags, extra_ldflags=["-fopenmp"],
-                  build_directory=str(folder), is_python_module=True)  # fmt: skip
-    action = "loaded" if cached else "built"
+    action = "loaded"
+    if not library.exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not library.exists():
+                logger.info("building %s kernels (%s) into %s; once per machine", NAME, " ".join(flags), folder)
+                publish(folder, lambda tmp: _compile(tmp, flags))
+                action = "built"
+    module = _import(library)
     logger.info("%s %s kernels (%s) in %.1f s", action, NAME, " ".join(flags), time.perf_counter() - started)
     _register_fakes()
+    return module
+
+
+def _compile(folder: Path, flags: list[str]) -> None:
+    command = [sys.executable, "-c", _BUILD_SCRIPT, NAME, str(folder), " ".join(flags), *map(str, SOURCES)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the {NAME} kernels failed:\n{(done.stdout + done.stderr)[-4000:]}")
+
+
+def _import(library: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(NAME, library)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
