@@ -7,19 +7,19 @@ column-parallel, the output projection row-parallel (summed over ranks)."""
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from sglang import ops
 from sglang.ops.attention import AttentionLayer
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.forward_context import ForwardContext
+from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
 from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.model_config import ModelConfig
 
 
-class SelfAttention(nn.Module):
+class SelfAttention(Module):
     def __init__(self, config: ModelConfig, layer_id: int, qk_norm: bool, dtype: torch.dtype) -> None:
         super().__init__()
         q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())

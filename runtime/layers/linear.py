@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from sglang import ops
+from sglang.runtime.layers.module import Module
 
 Shards = dict[str, tuple[str, tuple[slice | int, ...]]]
 
@@ -20,7 +21,7 @@ def empty_parameter(*shape: int, dtype: torch.dtype) -> nn.Parameter:
     return nn.Parameter(torch.empty(*shape, dtype=dtype), requires_grad=False)
 
 
-class Linear(nn.Module):
+class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype) -> None:
         super().__init__()
         self.weight = empty_parameter(out_features, in_features, dtype=dtype)

@@ -4,11 +4,11 @@ parallelism gate/up are column-parallel and down row-parallel over the intermedi
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from sglang import ops
 from sglang.ops.activation import GATED_ACTIVATIONS
 from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
 from sglang.runtime.layers.sharding import even_split
 
@@ -20,7 +20,7 @@ def gated_activation_op(hidden_act: str) -> str:
     return GATED_ACTIVATIONS[hidden_act]
 
 
-class GatedMLP(nn.Module):
+class GatedMLP(Module):
     def __init__(self, hidden_size: int, intermediate_size: int, hidden_act: str, dtype: torch.dtype) -> None:
         super().__init__()
         split = even_split(intermediate_size, tp_group(), "the MLP intermediate size")

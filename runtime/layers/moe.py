@@ -7,12 +7,12 @@ partial outputs are summed over ranks."""
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from sglang import ops
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.layers.linear import Linear, Shards, empty_parameter
 from sglang.runtime.layers.mlp import GatedMLP, gated_activation_op
+from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.sharding import Reads, even_split
 from sglang.runtime.model_config import ModelConfig
 
@@ -22,7 +22,7 @@ _UP_NAMES = ("up_proj", "w3")
 _DOWN_NAMES = ("down_proj", "w2")
 
 
-class Experts(nn.Module):
+class Experts(Module):
     """`gate_up_proj` `[E, 2I, H]` (`[gate | up]` per expert) and `down_proj` `[E, H, I]`: the
     stacked layout `ops.moe_experts` takes, and the one transformers v5 keeps in memory. `I` is
     this rank's share of the intermediate size."""
@@ -60,7 +60,7 @@ class Experts(nn.Module):
         return reads
 
 
-class SparseMoE(nn.Module):
+class SparseMoE(Module):
     def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
         super().__init__()
         moe = config.moe

@@ -6,9 +6,10 @@ import torch
 from torch import nn
 
 from sglang import ops
+from sglang.runtime.layers.module import Module
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(Module):
     def __init__(self, size: int, eps: float, dtype: torch.dtype) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size, dtype=dtype), requires_grad=False)

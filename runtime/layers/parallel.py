@@ -15,11 +15,11 @@ empty and every collective is the identity: the layers are then exactly the plai
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from sglang import ops
 from sglang.runtime.distributed.group import TPGroup, tp_group
 from sglang.runtime.layers.linear import Linear, MergedLinear, empty_parameter
+from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.sharding import Reads, ShardingError, Split, even_split
 
 
@@ -61,7 +61,7 @@ def vocab_split(vocab_size: int, group: TPGroup) -> Split:
     return even_split(vocab_size, group, "the vocabulary size")
 
 
-class VocabParallelEmbedding(nn.Module):
+class VocabParallelEmbedding(Module):
     def __init__(self, vocab_size: int, hidden_size: int, dtype: torch.dtype, group: TPGroup | None = None) -> None:
         super().__init__()
         self.group = group or tp_group()

@@ -19,6 +19,7 @@ from sglang.ops.rotary import RotaryTable
 from sglang.runtime.forward_context import ForwardContext
 from sglang.runtime.layers.attention import SelfAttention
 from sglang.runtime.layers.mlp import GatedMLP
+from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.moe import SparseMoE
 from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ParallelLMHead, VocabParallelEmbedding
@@ -27,14 +28,14 @@ from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models.weights import checkpoint_reads, load_weights
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(Module):
     def __init__(self, config: ModelConfig, layer_id: int, qk_norm: bool, dtype: torch.dtype) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
         self.self_attn = SelfAttention(config, layer_id, qk_norm, dtype)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
         if config.moe is not None and config.moe.is_moe_layer(layer_id):
-            self.mlp: nn.Module = SparseMoE(config, dtype)
+            self.mlp: Module = SparseMoE(config, dtype)
         else:
             self.mlp = GatedMLP(config.hidden_size, config.intermediate_size, config.hidden_act, dtype)
 
@@ -55,7 +56,7 @@ class DecoderLayer(nn.Module):
         return self.mlp(hidden), residual
 
 
-class DecoderModel(nn.Module):
+class DecoderModel(Module):
     def __init__(self, config: ModelConfig, qk_norm: bool, dtype: torch.dtype) -> None:
         super().__init__()
         self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, dtype)
@@ -73,7 +74,7 @@ class DecoderModel(nn.Module):
         return hidden
 
 
-class DecoderForCausalLM(nn.Module):
+class DecoderForCausalLM(Module):
     """`forward` returns final hidden states `[T, H]`; `compute_logits` maps the rows the caller
     selects (usually each sequence's last token) to float32 logits `[N, V]`."""
 
