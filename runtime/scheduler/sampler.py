@@ -54,12 +54,15 @@ def _apply_penalties(logits: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
     )
 
 
+def _greedy(req: Req) -> bool:
+    return req.params.temperature < 1e-6 or req.params.top_k == 1
+
+
 def _sampling_tensors(reqs: Sequence[Req], vocab: int, device: torch.device) -> SamplingTensors:
     temps, top_ps, top_ks, min_ps = [], [], [], []
     for r in reqs:
         p = r.params
-        greedy = p.temperature < 1e-6 or p.top_k == 1
-        temps.append(0.0 if greedy else p.temperature)
+        temps.append(0.0 if _greedy(r) else p.temperature)
         top_ps.append(p.top_p)
         top_ks.append(vocab if p.top_k < 0 else p.top_k)
         min_ps.append(p.min_p)
@@ -88,5 +91,10 @@ def sample(reqs: Sequence[Req], logits: torch.Tensor) -> SampleResult:
         logits[constrained] = ops.apply_token_bitmask(logits[constrained], bitmask.to(logits.device))
     wanted = any(r.logprobs.return_logprob or r.logprobs.return_entropy for r in reqs)
     logprobs = ops.log_softmax(logits) if wanted else None
-    token_ids = ops.sample(logits, _sampling_tensors(reqs, vocab, logits.device)).tolist()
+    if all(_greedy(r) for r in reqs):
+        # What `ops.sample` does for an all-greedy batch, without building its parameter tensors
+        # (a few of the small ops that add up in a batch-1 decode step).
+        token_ids = logits.argmax(dim=-1).tolist()
+    else:
+        token_ids = ops.sample(logits, _sampling_tensors(reqs, vocab, logits.device)).tolist()
     return SampleResult(token_ids=token_ids, logprobs=logprobs)
