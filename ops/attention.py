@@ -84,6 +84,9 @@ class CaptureLimits:
     real token owns a slot; each padded row reads one scratch slot)."""
     max_seq_len: int
     """Longest sequence a step may hold (per-row tables are this wide)."""
+    layers: tuple[AttentionLayer, ...] = ()
+    """The attention layers a captured step runs: a backend that serves only some layer kinds
+    under capture refuses here, before any step is captured."""
 
 
 @dataclass

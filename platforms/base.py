@@ -65,6 +65,12 @@ class Capabilities:
     """KV page sizes the platform's attention accepts; None means any."""
     mixed_prefill_decode: bool = True
     """Prefill and decode rows may share one step (the scheduler batches them together)."""
+    exact_decode_buckets: bool = False
+    """Every decode batch size up to the largest captured one is its own bucket, so no row is
+    padded: for a device where a padded row costs what a real one does and a capture is cheap."""
+    default_graph_max_batch: int | None = None
+    """The largest decode batch captured when `--cuda-graph-max-bs` is not given; None means
+    `--max-running-requests`."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,9 @@ class DeviceRuntime:
     static inputs, or raises where the runtime has no graphs (`supports_graphs` is False)."""
 
     supports_graphs: ClassVar[bool] = False
+    captures_collectives: ClassVar[bool] = True
+    """Whether a step this runtime makes static may call the communicator's collectives (a CUDA
+    graph records NCCL's kernels; a TorchScript trace cannot record `torch.distributed` calls)."""
 
     def synchronize(self) -> None:
         """Host execution is synchronous: nothing to wait for."""

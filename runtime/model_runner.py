@@ -15,8 +15,10 @@ from sglang import ops
 from sglang.ops.attention import AttentionBackend, AttentionInputs, CaptureLimits
 from sglang.platforms.base import Platform
 from sglang.runtime.batch_buckets import BucketPolicy
+from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.forward_context import ForwardContext
 from sglang.runtime.graph_runner import GraphRunner, step_capturer
+from sglang.runtime.layers.attention import SelfAttention
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 logger = logging.getLogger(__name__)
@@ -90,7 +92,11 @@ class ModelRunner:
         if capturer is None:
             logger.info("decode graphs off: the %s runtime cannot make a step static", self.platform.name)
             return None
-        limits = CaptureLimits(policy.largest, self.num_slots, self.model.config.max_position)
+        layers = tuple(m.layer for m in self.model.modules() if isinstance(m, SelfAttention))
+        if tp_group().size > 1 and not self.platform.runtime.captures_collectives:
+            logger.info("decode graphs off: the %s runtime's static steps cannot hold collectives", self.platform.name)
+            return None
+        limits = CaptureLimits(policy.largest, self.num_slots, self.model.config.max_position, layers)
         runner = GraphRunner(self.model, self.attn_backend, capturer, policy, limits, self.device)
         if runner.disabled_reason is not None:
             logger.info("decode graphs off: %s", runner.disabled_reason)

@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.ops.quant import WeightFormat
 from sglang.runtime.batch_buckets import BucketPolicy
+
+if TYPE_CHECKING:
+    from sglang.platforms.base import Capabilities
 
 
 def _opt(default: Any, help: str, **kw: Any) -> Any:
@@ -103,11 +106,16 @@ class ServerArgs:
         if self.nnodes > 1 and not self.dist_init_addr:
             raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
 
-    def graph_buckets(self) -> BucketPolicy | None:
-        """The decode batch buckets made static, or None with `--disable-cuda-graph`."""
+    def graph_buckets(self, capabilities: Capabilities | None = None) -> BucketPolicy | None:
+        """The decode batch buckets made static on a platform with `capabilities`, or None with
+        `--disable-cuda-graph`."""
         if self.disable_cuda_graph:
             return None
-        return BucketPolicy.up_to(self.cuda_graph_max_bs or self.max_running_requests)
+        default_max = capabilities.default_graph_max_batch if capabilities else None
+        largest = min(self.cuda_graph_max_bs or default_max or self.max_running_requests, self.max_running_requests)
+        if capabilities is not None and capabilities.exact_decode_buckets:
+            return BucketPolicy(tuple(range(1, largest + 1)))
+        return BucketPolicy.up_to(largest)
 
     def op_overrides(self) -> dict[str, str]:
         """`--op-backend` as {op: family}."""

@@ -91,7 +91,8 @@ def build_runner(args: ServerArgs, placement: RankPlacement | None = None) -> tu
     backend = attention_backend_for(loaded.model, loaded.platform, args.page_size)
     num_pages = group.agree_min(kv_pool_tokens(args, loaded, backend) // args.page_size + 1)
     num_slots = PagedTokenAllocator(num_pages, args.page_size).num_slots
-    return loaded, ModelRunner(loaded.model, loaded.platform, num_slots, backend, args.graph_buckets())
+    buckets = args.graph_buckets(loaded.platform.capabilities)
+    return loaded, ModelRunner(loaded.model, loaded.platform, num_slots, backend, buckets)
 
 
 def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[Scheduler, ReadyInfo]:

@@ -8,6 +8,8 @@ static, capturable decode metadata), on a tiny random-weight Llama-style model.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import sys
 from pathlib import Path
 
@@ -16,9 +18,13 @@ import torch
 
 from sglang.ops.attention import AttentionInputs, CaptureLimits, ReferenceAttention
 from sglang.ops.binding import resolve
+from sglang.ops.collectives import SingleProcessCommunicator
 from sglang.platforms.cpu.platform import CpuPlatform
+from sglang.platforms.cpu.runtime import TracedDecodeRuntime
 from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.platforms.kernels.cpu_quant.attention import PoolDecodeAttention
 from sglang.runtime.batch_buckets import BucketPolicy
+from sglang.runtime.distributed.group import TPGroup, using_tp_group
 from sglang.runtime.graph_runner import GraphRunner, RuntimeGraphCapturer, pad_decode
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.model_runner import ModelRunner, StepInputs
@@ -188,3 +194,28 @@ def test_disable_cuda_graph_flag() -> None:
     assert ServerArgs(disable_cuda_graph=True).graph_buckets() is None
     assert ServerArgs(max_running_requests=24).graph_buckets() == BucketPolicy.up_to(24)
     assert ServerArgs(cuda_graph_max_bs=4).graph_buckets().largest == 4
+
+
+def test_platform_bucket_capabilities() -> None:
+    """cpu captures every batch size up to its default largest bucket (a padded row costs what a
+    real one does there); `--cuda-graph-max-bs` overrides the default, never beyond the running cap."""
+    cpu = CpuPlatform.capabilities
+    assert cpu.exact_decode_buckets and cpu.default_graph_max_batch is not None
+    assert ServerArgs().graph_buckets(cpu) == BucketPolicy(tuple(range(1, cpu.default_graph_max_batch + 1)))
+    assert ServerArgs(cuda_graph_max_bs=3).graph_buckets(cpu).sizes == (1, 2, 3)
+    assert ServerArgs(cuda_graph_max_bs=40, max_running_requests=24).graph_buckets(cpu).largest == 24
+    padded = dataclasses.replace(cpu, exact_decode_buckets=False, default_graph_max_batch=None)
+    assert ServerArgs(max_running_requests=24).graph_buckets(padded) == BucketPolicy.up_to(24)
+    assert ServerArgs(disable_cuda_graph=True).graph_buckets(cpu) is None
+
+
+def test_traced_steps_stay_off_under_tensor_parallelism(caplog) -> None:
+    """A TorchScript trace cannot record a `torch.distributed` collective (tracing one raises), so
+    the cpu runtime's captures are off in a group of more than one rank, and on in a group of one."""
+    model = _model()
+    backend = PoolDecodeAttention(4, 2, 16, torch.float32, torch.device("cpu"))
+    platform = _platform(TracedDecodeRuntime())
+    assert ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).graph_runner is not None
+    with using_tp_group(TPGroup(0, 2, SingleProcessCommunicator())), caplog.at_level(logging.INFO):
+        assert ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).graph_runner is None
+    assert "static steps cannot hold collectives" in caplog.text

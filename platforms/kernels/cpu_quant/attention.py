@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sglang.ops.attention import AttentionInputs, CaptureLimits
+from sglang.ops.attention import AttentionInputs, AttentionLayer, CaptureLimits
 from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
 from sglang.platforms.kernels.torch_native.attention import SdpaAttention, SdpaAttentionMetadata
 
@@ -51,6 +51,12 @@ class PoolDecodeAttention(SdpaAttention):
     # to `pool_starts[-1]`, so the slot buffer never needs trimming.
 
     def init_capture(self, limits: CaptureLimits) -> str | None:
+        # A captured step has no per-step plan, so every layer must take the kernel's path.
+        if self.dtype != torch.float32:
+            return f"{type(self).__name__} captures float32 KV pools only, not {self.dtype}"
+        unserved = [layer.layer_id for layer in limits.layers if not self._serves(layer)]
+        if unserved:
+            return f"{type(self).__name__} cannot capture layers with a sliding window or soft-capping ({unserved})"
         self._slots = torch.zeros(limits.num_slots + limits.max_batch, dtype=torch.long)
         self._starts = torch.zeros(limits.max_batch + 1, dtype=torch.long)
         self._new_slots = torch.zeros(limits.max_batch, dtype=torch.long)
@@ -87,10 +93,12 @@ class PoolDecodeAttention(SdpaAttention):
         return kernel_ops().decode_attention(queries, kv_buffer, meta.pool_slots, meta.pool_starts, layer.scale)
 
     @staticmethod
-    def _reads_pool(q, kv_buffer, meta: PoolAttentionMetadata, layer) -> bool:
+    def _serves(layer: AttentionLayer) -> bool:
+        return layer.sliding_window is None and layer.logit_softcap is None
+
+    def _reads_pool(self, q, kv_buffer, meta: PoolAttentionMetadata, layer: AttentionLayer) -> bool:
         """Whether the kernel serves this layer's decode rows (else the SDPA path does)."""
-        plain = layer.sliding_window is None and layer.logit_softcap is None
-        return plain and meta.pool_slots is not None and q.dtype == kv_buffer.dtype == torch.float32
+        return self._serves(layer) and meta.pool_slots is not None and q.dtype == kv_buffer.dtype == torch.float32
 
     def _padded(self, meta: PoolAttentionMetadata) -> SdpaAttentionMetadata:
         """The torch_native metadata for the same batch (its decode path: gather, then SDPA)."""

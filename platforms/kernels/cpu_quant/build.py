@@ -60,8 +60,12 @@ def compile_flags() -> list[str]:
 def kernel_ops() -> ModuleType | torch._ops._OpNamespace:
     """The family's ops: the extension module's own bindings when eager (a direct call, about
     2 us less than torch's dispatcher, and a decode step makes about 270 of them); under
-    torch.compile, `torch.ops.sglang_cpu_quant`, which the compiler traces through the fakes."""
-    return torch.ops.sglang_cpu_quant if torch.compiler.is_compiling() else ensure_built()
+    torch.compile or torch.jit.trace, `torch.ops.sglang_cpu_quant`, which both record (the
+    compiler traces through the fakes; the tracer would take a direct call's result for a
+    constant)."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return torch.ops.sglang_cpu_quant
+    return ensure_built()
 
 
 def build_folder(flags: list[str]) -> Path:

@@ -33,7 +33,7 @@ formats' `max_rows` (a test pins each boundary on both sides)."""
 def linear(x: torch.Tensor, weight: torch.Tensor | QuantizedWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
     if not isinstance(weight, QuantizedWeight):
         return F.linear(x, weight, bias)
-    if x.numel() == 0:
+    if x.shape.numel() == 0:
         # No rows (a step that needs no logits, e.g. max_new_tokens 0): the kernels' tiling
         # assumes at least one row.
         return x.new_empty(*x.shape[:-1], weight.shape[0])

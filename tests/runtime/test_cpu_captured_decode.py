@@ -1,12 +1,14 @@
-"""Compiled decode on cpu (`SGLANG_CPU_COMPILE_DECODE=1`) gives the eager step's greedy tokens.
+"""Captured decode on cpu gives the eager step's greedy tokens, for both ways cpu makes a bucket's
+step static: traced (the default) and compiled by inductor (`SGLANG_CPU_COMPILE_DECODE=1`).
 
 The embedded model, served quantized, decodes five chat prompts of different lengths through the
-graph runner with inductor-compiled buckets (1, 2, 4, 8) and through the eager step. Rows leave
-one by one, so the batch runs as bucket 8 (5 rows, 3 padded), then 4 (4 and 3 rows: across a
-bucket boundary), 2 and 1. Every row's tokens must match the eager ones exactly: the padding
-writes only the scratch slot, and the kernels' results do not depend on the batch size.
-Slow: a cold compile takes minutes on 2 cores (the inductor cache under ~/.cache makes reruns
-take seconds per graph).
+graph runner with buckets (1, 2, 4, 8) and through the eager step. Rows leave one by one, so the
+batch runs as bucket 8 (5 rows, 3 padded), then 4 (4 and 3 rows: across a bucket boundary), 2
+and 1. Every row's tokens must match the eager ones exactly: the padding writes only the scratch
+slot, the kernels' results do not depend on the batch size, and a replay reads the step's new
+ids, positions and metadata (each step feeds back the last token). The compiled case is slow: a
+cold compile takes minutes on 2 cores (the inductor cache under ~/.cache makes reruns take
+seconds per graph).
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sglang.ops.attention import AttentionInputs
+from sglang.ops.attention import AttentionInputs, AttentionLayer, CaptureLimits
 from sglang.platforms.cpu.platform import COMPILE_ENV, CpuPlatform
+from sglang.platforms.cpu.runtime import CompiledDecodeRuntime, TracedDecodeRuntime
+from sglang.platforms.kernels.cpu_quant.attention import PoolDecodeAttention
 from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.graph_runner import GraphRunner
 from sglang.runtime.model_loading import load_model
 from sglang.runtime.model_runner import ModelRunner, StepInputs
 from sglang.runtime.server_args import ServerArgs
-
-pytestmark = pytest.mark.slow
 
 QUESTIONS = ("What is the capital of France?", "Name three primary colors.", "Write one sentence about the sea.",
              "Count to five.", "What is two plus two? Answer briefly.")  # fmt: skip
@@ -54,16 +56,38 @@ def greedy(runner: ModelRunner, prompts: list[list[int]]) -> list[list[int]]:
     return out
 
 
-def test_compiled_buckets_match_eager(monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "compiled", [pytest.param(False, id="traced"), pytest.param(True, id="compiled", marks=pytest.mark.slow)]
+)
+def test_captured_buckets_match_eager(monkeypatch, compiled: bool) -> None:
     loaded = load_model(ServerArgs(device="cpu"))
     tokenizer = loaded.load_tokenizer()
     prompts = [tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
                                 add_generation_prompt=True), add_special_tokens=False) for q in QUESTIONS]  # fmt: skip
     slots = len(prompts) * SPAN + 1
-    monkeypatch.delenv(COMPILE_ENV, raising=False)
     eager = greedy(ModelRunner(loaded.model, CpuPlatform(), slots), prompts)
-    monkeypatch.setenv(COMPILE_ENV, "1")
-    runner = ModelRunner(loaded.model, CpuPlatform(), slots, graph_buckets=BucketPolicy((1, 2, 4, 8)))
+    if compiled:
+        monkeypatch.setenv(COMPILE_ENV, "1")
+    else:
+        monkeypatch.delenv(COMPILE_ENV, raising=False)
+    platform = CpuPlatform()
+    assert isinstance(platform.runtime, CompiledDecodeRuntime if compiled else TracedDecodeRuntime)
+    runner = ModelRunner(loaded.model, platform, slots, graph_buckets=BucketPolicy((1, 2, 4, 8)))
     assert isinstance(runner.graph_runner, GraphRunner)
     assert greedy(runner, prompts) == eager
     assert runner.graph_runner.captured_buckets == (1, 2, 4, 8)
+
+
+def test_pool_attention_refuses_to_capture_what_it_cannot_serve() -> None:
+    """A captured step has no per-step plan, so the SDPA fallback the pool attention takes for
+    some layers (a sliding window, soft-capping, a non-float32 pool) cannot run inside it."""
+    plain, windowed = AttentionLayer(0, 0.125), AttentionLayer(1, 0.125, sliding_window=64)
+    capped = AttentionLayer(2, 0.125, logit_softcap=30.0)
+
+    def reason(layers: tuple[AttentionLayer, ...], dtype: torch.dtype = torch.float32) -> str | None:
+        backend = PoolDecodeAttention(4, 2, 64, dtype, torch.device("cpu"))
+        return backend.init_capture(CaptureLimits(max_batch=4, num_slots=32, max_seq_len=64, layers=layers))
+
+    assert reason((plain,)) is None
+    assert "sliding window" in reason((plain, windowed, capped)) and "[1, 2]" in reason((plain, windowed, capped))
+    assert "float32" in reason((plain,), torch.bfloat16)
