@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "bindings.cpp"))
-HEADERS = (CSRC / "int16_activations.h", CSRC / "record_arena.h", CSRC / "bindings.h")
+HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "record_arena.h", "bindings.h", "vector_math.h"))
 NAME = "sglang_cpu_quant"
 # Run by the child process that builds: torch's builder imports what it built, and a process
 # must not import a second copy (its ops would register twice), so the parent imports the

@@ -12,10 +12,7 @@
 #include <ATen/Parallel.h>
 #include <cmath>
 #include <vector>
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define SGL_AVX2 1
-#endif
+#include "vector_math.h"
 
 namespace {
 
@@ -35,23 +32,6 @@ inline __m256 hsum8(const __m256 v[LANES]) {
   const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
   const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
   return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-}
-
-// exp(x) for x <= 0 (scores minus their maximum): 2^n * p(r) with r = x - n ln 2, |r| <= ln 2 / 2,
-// p Cephes' degree-6 polynomial (relative error about 2e-7); 0 below float's smallest normal.
-inline __m256 exp_nonpositive(__m256 x) {
-  const __m256 smallest = _mm256_set1_ps(-87.33654f);
-  const __m256 underflow = _mm256_cmp_ps(x, smallest, _CMP_LT_OQ);
-  x = _mm256_max_ps(x, smallest);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-  const __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
-  const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(two_n)));
 }
 #endif
 
@@ -88,7 +68,7 @@ float softmax_numerators(float* scores, int64_t len) {
 #ifdef SGL_AVX2
   __m256 sum = _mm256_setzero_ps();
   for (; j + LANES <= len; j += LANES) {
-    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(mx)));
+    const __m256 e = sgl_cpu_quant::exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(mx)));
     _mm256_storeu_ps(scores + j, e);
     sum = _mm256_add_ps(sum, e);
   }

@@ -8,6 +8,7 @@
 // (a decode row runs inline). Arithmetic is float32 throughout, in the references' order of
 // operations (mean of squares, then rsqrt, then scale), so results match them to rounding.
 #include "bindings.h"
+#include "vector_math.h"
 #include <ATen/Parallel.h>
 #include <cmath>
 
@@ -112,8 +113,7 @@ torch::Tensor silu_and_mul(const torch::Tensor& input) {
   float* op = out.data_ptr<float>();
   at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *gate = xp + r * width, *up = gate + half;
-      for (int64_t i = 0; i < half; ++i) op[r * half + i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+      sgl_cpu_quant::silu_mul_row(xp + r * width, xp + r * width + half, half, op + r * half);
     }
   });
   return out;
