@@ -46,11 +46,12 @@ class SelfAttention(Module):
     def forward(
         self, positions: torch.Tensor, hidden: torch.Tensor, cos_sin: torch.Tensor, ctx: ForwardContext
     ) -> torch.Tensor:
-        tokens = hidden.shape[0]
+        # Shapes from the heads alone, never from the token count: a traced step then replays
+        # no size arithmetic (`unflatten`, unlike `view(-1, ...)`, also takes zero rows).
         q, k, v = self.qkv_proj.split(self.qkv_proj(hidden))
-        q = q.view(tokens, self.num_heads, self.head_dim)
-        k = k.view(tokens, self.num_kv_heads, self.head_dim)
-        v = v.view(tokens, self.num_kv_heads, self.head_dim)
+        q = q.unflatten(-1, (self.num_heads, self.head_dim))
+        k = k.unflatten(-1, (self.num_kv_heads, self.head_dim))
+        v = v.unflatten(-1, (self.num_kv_heads, self.head_dim))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = ops.apply_rotary(positions, q, k, cos_sin)
@@ -58,4 +59,4 @@ class SelfAttention(Module):
         out, ctx.kv_buffers[layer_id] = ctx.attn_backend.forward(
             q, k, v, ctx.kv_buffers[layer_id], ctx.attn_metadata, self.layer
         )
-        return self.o_proj(out.reshape(tokens, self.num_heads * self.head_dim))
+        return self.o_proj(out.flatten(-2))
