@@ -109,9 +109,10 @@ def measure(name: str, base_url: str, port: int, seed: int) -> dict[str, Any]:
     warm_up(base_url, model, "chat")
     rng = random.Random(seed)
     chat = lambda c: BenchConfig(base_url, model, "chat", concurrency=c, ignore_eos=True, seed=seed)
-    # One unmeasured round at every batch size the runs reach (lazy per-batch-size set-up, such as
-    # compiled decode buckets, is paid here, not inside a measurement).
-    run(chat(32), random_dataset(32, 32, 16, 1.0, random.Random(seed + 1)))
+    # One unmeasured round at each concurrency the runs use (lazy per-batch-size set-up, such as
+    # captured decode buckets, is paid here, not inside a measurement).
+    for c in (16, 32):
+        run(chat(c), random_dataset(c, 32, 16, 1.0, random.Random(seed + c)))
     figures: dict[str, Any] = {}
     # The best of a few rounds: one round (3 requests) lasts a few seconds, short enough for a burst
     # of other work on a shared machine to slow it by half.
