@@ -58,7 +58,9 @@ class ServerArgs:
         False, "Run every decode step eagerly (no captured, compiled or jitted decode buckets, on any device)."
     )
     cuda_graph_max_bs: int | None = _opt(
-        None, "Largest decode batch run as a captured bucket; default: --max-running-requests."
+        None,
+        "Largest decode batch run as a captured bucket; default: the platform's (cpu: 16, every batch size its "
+        "own bucket), else --max-running-requests.",
     )
     reference_ops: bool = _opt(False, "Force every op to its reference implementation (debugging, conformance).")
     op_backend: str | None = _opt(
