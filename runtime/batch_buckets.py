@@ -1,8 +1,8 @@
 """Which padded batch sizes a static-shape decode step is built for.
 
-Graph capture (CUDA graphs), compiled decode (inductor on cpu) and jitted steps (JAX) all need a
-bounded set of static batch shapes: a decode batch of `n` rows runs as the smallest bucket `>= n`,
-the extra rows padded. Padded rows write their K/V to a scratch slot and are never sampled, so
+Graph capture (CUDA graphs, traced steps on cpu), compiled decode (inductor) and jitted steps
+(JAX) all need a bounded set of static batch shapes: a decode batch of `n` rows runs as the
+smallest bucket `>= n`, the extra rows padded (a platform with exact buckets has one per size). Padded rows write their K/V to a scratch slot and are never sampled, so
 padding changes no real row's result. Batches larger than the largest bucket run eagerly.
 """
 
