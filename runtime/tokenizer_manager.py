@@ -267,10 +267,12 @@ class TokenizerManager:
             self.control_waiters.pop(request_id, None)
 
     def fail_all(self, reason: str) -> None:
-        """Marks the engine dead and ends every waiting request with `reason`."""
+        """Marks the engine dead and ends every waiting request with the first reason given: a
+        later one (another process exiting because the first did) is a consequence, not the cause."""
         if self.dead_reason is None:
             logger.error("engine failed: %s", reason)
-        self.dead_reason = reason
+            self.dead_reason = reason
+        reason = self.dead_reason
         for pending in self.pending.values():
             pending.updates.put_nowait(EngineDeadError(reason))
         for future in self.control_waiters.values():

@@ -1,4 +1,4 @@
-"""The one rule of direction (DESIGN.md section 3), checked mechanically.
+"""The one rule of import direction between the package's layers, checked mechanically.
 
 `frontend/`, `runtime/`, `ops/` and `sglang/` must not import a vendor package (statically, or
 dynamically by name) nor branch on a device name: device facts reach them only as the selected

@@ -6,7 +6,7 @@ several test folders on one command line, the module name `conftest` may be anot
 
 The device is `$SGLANG_TEST_DEVICE`, else cpu. On cpu the model runs on `$SGLANG_CPU_THREADS`
 torch threads, else one: on a shared 2-core machine one thread is several times faster than two
-that contend with other processes (STACK-FACTS.md).
+that contend with other processes (measured on such a machine).
 """
 
 from __future__ import annotations
