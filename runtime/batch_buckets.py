@@ -2,8 +2,9 @@
 
 Graph capture (CUDA graphs, traced steps on cpu), compiled decode (inductor) and jitted steps
 (JAX) all need a bounded set of static batch shapes: a decode batch of `n` rows runs as the
-smallest bucket `>= n`, the extra rows padded (a platform with exact buckets has one per size). Padded rows write their K/V to a scratch slot and are never sampled, so
-padding changes no real row's result. Batches larger than the largest bucket run eagerly.
+smallest bucket `>= n`, the extra rows padded (a platform with exact buckets has one per size).
+Padded rows write their K/V to a scratch slot and are never sampled, so padding changes no real
+row's result. Batches larger than the largest bucket run eagerly.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ logits are never returned, hence never sampled. Sampling stays outside the stati
 How a bucket's step is made static is the platform's choice, through a `StepCapturer`: a device
 runtime with graphs captures it once and replays the graph (CUDA graphs), a runtime that defines
 `capture_step` itself may return a traced function (TorchScript on cpu; inductor with
-`SGLANG_CPU_COMPILE_DECODE=1`) or a jitted one (JAX on tpu). Every capturer gets the same `BucketStep` and must return a callable of the same signature.
-The step reads its inputs only from static buffers: token ids and positions owned here, and the
-attention metadata the backend handed out for the bucket (`AttentionBackend.capture_metadata`),
-which `replay_metadata` rewrites in place before every replay.
+`SGLANG_CPU_COMPILE_DECODE=1`) or a jitted one (JAX on tpu). Every capturer gets the same
+`BucketStep` and must return a callable of the same signature. The step reads its inputs only
+from static buffers: token ids and positions owned here, and the attention metadata the backend
+handed out for the bucket (`AttentionBackend.capture_metadata`), which `replay_metadata`
+rewrites in place before every replay.
 """
 
 from __future__ import annotations
