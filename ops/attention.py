@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import ClassVar
 from itertools import accumulate
 
 import torch
@@ -75,18 +76,40 @@ class AttentionInputs:
 
 @dataclass(frozen=True)
 class CaptureLimits:
-    """Bounds a captured decode step's static buffers are sized for."""
+    """Bounds a captured decode step's static buffers are sized for. A step outside them (more
+    rows, a longer row, more KV entries) does not replay: the step runner runs it eagerly."""
 
     max_batch: int
     """Rows of the largest bucket."""
-    num_slots: int
-    """Slots of the KV pool: a step's `kv_slots` never exceed `num_slots + max_batch` entries (each
-    real token owns a slot; each padded row reads one scratch slot)."""
     max_seq_len: int
     """Longest sequence a step may hold (per-row tables are this wide)."""
+    max_kv_entries: int
+    """Entries of a step's `kv_slots` the static slot tables hold. Rows that share a prefix (the
+    radix cache, `n > 1`, forks) read the same slots, so a batch's entries are bounded by
+    `max_batch * max_seq_len`, not by the pool's size; `for_pool` takes the smaller of that and a
+    few pools' worth, and steps past it run eagerly."""
     layers: tuple[AttentionLayer, ...] = ()
     """The attention layers a captured step runs: a backend that serves only some layer kinds
     under capture refuses here, before any step is captured."""
+
+    SHARED_POOLS: ClassVar[int] = 4
+    """Static slot tables hold this many pools' worth of entries (when that is below the bound):
+    enough for heavy prefix sharing without sizing tables for every row at full context."""
+
+    @classmethod
+    def for_pool(
+        cls, max_batch: int, num_slots: int, max_seq_len: int, layers: tuple[AttentionLayer, ...] = ()
+    ) -> CaptureLimits:
+        entries = min(max_batch * max_seq_len, cls.SHARED_POOLS * num_slots + max_batch)
+        return cls(max_batch=max_batch, max_seq_len=max_seq_len, max_kv_entries=entries, layers=layers)
+
+    def admits(self, inputs: AttentionInputs) -> bool:
+        """Whether `inputs` (already padded to its bucket) fits the static buffers."""
+        return (
+            len(inputs.seq_lens) <= self.max_batch
+            and max(inputs.seq_lens, default=0) <= self.max_seq_len
+            and inputs.kv_slots.numel() <= self.max_kv_entries
+        )
 
 
 @dataclass

@@ -120,9 +120,10 @@ class GraphRunner:
         than every bucket, longer than the static tables, or the backend cannot be captured)."""
         if self.disabled_reason is not None or not inputs.is_decode:
             return None
-        if max(inputs.seq_lens) > self.limits.max_seq_len:
+        bucket = self.policy.bucket_for(len(inputs.seq_lens))
+        if bucket is None or not self.limits.admits(pad_decode(inputs, bucket)):
             return None
-        return self.policy.bucket_for(len(inputs.seq_lens))
+        return bucket
 
     def run(
         self,

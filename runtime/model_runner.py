@@ -96,7 +96,7 @@ class ModelRunner:
         if tp_group().size > 1 and not self.platform.runtime.captures_collectives:
             logger.info("decode graphs off: the %s runtime's static steps cannot hold collectives", self.platform.name)
             return None
-        limits = CaptureLimits(policy.largest, self.num_slots, self.model.config.max_position, layers)
+        limits = CaptureLimits.for_pool(policy.largest, self.num_slots, self.model.config.max_position, layers)
         runner = GraphRunner(self.model, self.attn_backend, capturer, policy, limits, self.device)
         if runner.disabled_reason is not None:
             logger.info("decode graphs off: %s", runner.disabled_reason)

@@ -51,7 +51,7 @@ def test_replayed_metadata_matches_reference(dtype: torch.dtype) -> None:
     ]
     first = scenarios[0]
     backend = TritonAttention(first.num_heads, first.num_kv_heads, first.head_dim, dtype, DEVICE)
-    limits = CaptureLimits(max_batch=BUCKET, num_slots=max(s.num_slots for s in scenarios), max_seq_len=64)
+    limits = CaptureLimits.for_pool(max_batch=BUCKET, num_slots=max(s.num_slots for s in scenarios), max_seq_len=64)
     assert backend.init_capture(limits) is None
     metadata = backend.capture_metadata(BUCKET)
     for scenario in scenarios:

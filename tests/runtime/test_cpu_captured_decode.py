@@ -86,7 +86,7 @@ def test_pool_attention_refuses_to_capture_what_it_cannot_serve() -> None:
 
     def reason(layers: tuple[AttentionLayer, ...], dtype: torch.dtype = torch.float32) -> str | None:
         backend = PoolDecodeAttention(4, 2, 64, dtype, torch.device("cpu"))
-        return backend.init_capture(CaptureLimits(max_batch=4, num_slots=32, max_seq_len=64, layers=layers))
+        return backend.init_capture(CaptureLimits.for_pool(max_batch=4, num_slots=32, max_seq_len=64, layers=layers))
 
     assert reason((plain,)) is None
     assert "sliding window" in reason((plain, windowed, capped)) and "[1, 2]" in reason((plain, windowed, capped))

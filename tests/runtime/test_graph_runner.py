@@ -160,7 +160,7 @@ def test_same_tokens_with_and_without_capture(flashinfer_backend) -> None:
 def test_bucket_choice(flashinfer_backend) -> None:
     backend_cls, _ = flashinfer_backend
     backend = backend_cls(4, 2, 16, torch.float32, "cpu")
-    limits = CaptureLimits(max_batch=8, num_slots=NUM_SLOTS, max_seq_len=64)
+    limits = CaptureLimits.for_pool(max_batch=8, num_slots=NUM_SLOTS, max_seq_len=64)
     runner = GraphRunner(
         _model(), backend, RuntimeGraphCapturer(RecordingRuntime()), BUCKETS, limits, torch.device("cpu")
     )

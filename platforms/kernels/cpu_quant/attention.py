@@ -57,7 +57,7 @@ class PoolDecodeAttention(SdpaAttention):
         unserved = [layer.layer_id for layer in limits.layers if not self._serves(layer)]
         if unserved:
             return f"{type(self).__name__} cannot capture layers with a sliding window or soft-capping ({unserved})"
-        self._slots = torch.zeros(limits.num_slots + limits.max_batch, dtype=torch.long)
+        self._slots = torch.zeros(limits.max_kv_entries, dtype=torch.long)
         self._starts = torch.zeros(limits.max_batch + 1, dtype=torch.long)
         self._new_slots = torch.zeros(limits.max_batch, dtype=torch.long)
         self._q_index = torch.arange(limits.max_batch)

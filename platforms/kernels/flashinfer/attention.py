@@ -121,7 +121,7 @@ class FlashInferAttention(AttentionBackend):
     # Graph capture ------------------------------------------------------------------------
 
     def init_capture(self, limits: CaptureLimits) -> str | None:
-        max_pages = limits.num_slots // self.page_size + limits.max_batch
+        max_pages = limits.max_kv_entries // self.page_size + limits.max_batch
         self._static = {
             "indptr": torch.zeros(limits.max_batch + 1, dtype=torch.int32, device=self.device),
             "indices": torch.zeros(max_pages, dtype=torch.int32, device=self.device),

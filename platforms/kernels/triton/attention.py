@@ -103,7 +103,7 @@ class TritonAttention(AttentionBackend):
         ints = dict(dtype=torch.int32, device=self.device)
         self._static = {
             "new_slots": torch.zeros(rows, dtype=torch.int64, device=self.device),
-            "kv_slots": torch.zeros(limits.num_slots + rows, dtype=torch.int64, device=self.device),
+            "kv_slots": torch.zeros(limits.max_kv_entries, dtype=torch.int64, device=self.device),
             **{name: torch.zeros(rows, **ints) for name in ("q_start", "extend_len", "kv_start", "seq_len")},
             "decode_seqs": torch.arange(rows, **ints),
             "block_seq": torch.zeros(0, **ints),
