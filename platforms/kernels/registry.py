@@ -20,12 +20,12 @@ ENTRY_POINT_GROUP = "sglang.kernel_families"
 
 BUILTIN_FAMILIES: dict[str, str] = {
     "torch_native": "sglang.platforms.kernels.torch_native.family:FAMILY",
-    "cpu_quant": "sglang.platforms.kernels.cpu_quant.family:FAMILY",
+    "cpu_cpp": "sglang.platforms.kernels.cpu_cpp.family:FAMILY",
     "triton": "sglang.platforms.kernels.triton.family:FAMILY",
     "flashinfer": "sglang.platforms.kernels.flashinfer.family:FAMILY",
     "aiter": "sglang.platforms.kernels.aiter.family:FAMILY",
     "torch_npu": "sglang.platforms.kernels.torch_npu.family:FAMILY",
-    "ipex": "sglang.platforms.kernels.xpu.family:FAMILY",
+    "ipex": "sglang.platforms.kernels.ipex.family:FAMILY",
     "jax": "sglang.platforms.kernels.jax.family:FAMILY",
 }
 

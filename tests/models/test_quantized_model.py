@@ -17,7 +17,7 @@ from sglang.ci.suites.real_model import PROMPTS, chat_ids, greedy_ours
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.binding import install
 from sglang.ops.quant import QuantizedWeight
-from sglang.platforms.kernels.cpu_quant.linear import TILES
+from sglang.platforms.kernels.cpu_cpp.linear import TILES
 from sglang.runtime.model_loading import LoadedModel, load_model
 from sglang.runtime.model_runner import ModelRunner, StepInputs
 from sglang.runtime.server_args import ServerArgs
@@ -59,7 +59,7 @@ def test_gguf_is_served_quantized_by_default(quantized: LoadedModel, dense: Load
     assert isinstance(layer.self_attn.qkv_proj.weight, QuantizedWeight)
     assert layer.mlp.down_proj.weight.format.name == "int4_g32"
     assert quantized.model.lm_head.weight is quantized.model.model.embed_tokens.weight
-    assert quantized.op_table["linear"].chosen.family == "cpu_quant"
+    assert quantized.op_table["linear"].chosen.family == "cpu_cpp"
     assert isinstance(dense.model.model.layers[0].self_attn.qkv_proj.weight, torch.nn.Parameter)
 
 
@@ -67,7 +67,7 @@ def test_kernel_records_are_built_at_load(quantized: LoadedModel) -> None:
     """The first request does not pay for the cpu kernel's weight records (0.2 s here)."""
     modules = quantized.model.modules()
     weights = {id(m.weight): m.weight for m in modules if isinstance(getattr(m, "weight", None), QuantizedWeight)}
-    assert len(weights) == 121 and quantized.op_table["linear"].chosen.family == "cpu_quant"
+    assert len(weights) == 121 and quantized.op_table["linear"].chosen.family == "cpu_cpp"
     assert all(TILES in weight.kernel_layouts for weight in weights.values())
 
 

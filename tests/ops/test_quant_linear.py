@@ -3,7 +3,7 @@
 Each candidate that declares a quantized format is compared with the reference (dequantize, then
 the dense op). Where a kernel dequantizes in exact float32 arithmetic (as the reference does) they
 differ only by the order of the float32 sums: tolerance 1e-5 relative to the output scale. The
-cpu_quant kernels take int16 activations for few rows (`INT16_ACTIVATION_MAX_ROWS`): there the error is
+cpu_cpp kernels take int16 activations for few rows (`INT16_ACTIVATION_MAX_ROWS`): there the error is
 held to the bound that rounding each activation by half its block's step implies.
 """
 
@@ -17,7 +17,7 @@ from sglang.ops.quant import QuantizedWeight, WeightFormat, cat_rows, quantize
 from sglang.ops.selection import SelectionContext, ineligibility
 from sglang.platforms.base import ModelFacts
 from sglang.platforms.cpu.platform import CpuPlatform
-from sglang.platforms.kernels.cpu_quant.linear import INT16_ACTIVATION_MAX_ROWS, tiles
+from sglang.platforms.kernels.cpu_cpp.linear import INT16_ACTIVATION_MAX_ROWS, tiles
 from sglang.platforms.kernels.registry import family
 
 FORMATS = ("int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_channel")
@@ -167,12 +167,12 @@ def test_dense_weight_still_served_by_quantized_candidates() -> None:
 def test_selection_by_the_models_formats() -> None:
     platform = CpuPlatform()
     quantized = ModelFacts(dtype=torch.float32, weight_format="dense,int4_g32,int8_g32")
-    assert platform.select_ops(quantized)["linear"].chosen.family == "cpu_quant"
+    assert platform.select_ops(quantized)["linear"].chosen.family == "cpu_cpp"
     # bfloat16: no kernel computes in it, so the reference (dequantize, then dense) serves.
     bf16 = ModelFacts(dtype=torch.bfloat16, weight_format="dense,int4_g32")
     assert platform.select_ops(bf16)["linear"].chosen.family == "reference"
     odd = SelectionContext(dtype=torch.float32, weight_format="dense,int4_g256")
-    reason = ineligibility(family("cpu_quant").candidates[0], odd)
+    reason = ineligibility(family("cpu_cpp").candidates[0], odd)
     assert reason is not None and "int4_g256" in reason
 
 

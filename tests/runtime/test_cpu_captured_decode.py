@@ -19,7 +19,7 @@ import torch
 from sglang.ops.attention import AttentionInputs, AttentionLayer, CaptureLimits
 from sglang.platforms.cpu.platform import COMPILE_ENV, CpuPlatform
 from sglang.platforms.cpu.runtime import CompiledDecodeRuntime, TracedDecodeRuntime
-from sglang.platforms.kernels.cpu_quant.attention import PoolDecodeAttention
+from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
 from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.graph_runner import GraphRunner
 from sglang.runtime.model_loading import load_model

@@ -22,7 +22,7 @@ from sglang.ops.collectives import SingleProcessCommunicator
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.platforms.cpu.runtime import TracedDecodeRuntime
 from sglang.platforms.device_runtime import DeviceRuntime
-from sglang.platforms.kernels.cpu_quant.attention import PoolDecodeAttention
+from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
 from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.distributed.group import TPGroup, using_tp_group
 from sglang.runtime.graph_runner import GraphRunner, RuntimeGraphCapturer, pad_decode

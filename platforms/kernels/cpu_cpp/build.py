@@ -1,4 +1,4 @@
-"""Builds the family's C++ kernels once per machine and loads them into `torch.ops.sglang_cpu_quant`.
+"""Builds the family's C++ kernels once per machine and loads them into `torch.ops.sglang_cpu_cpp`.
 
 The build runs on first use (binding a candidate) and is cached under
 `$SGLANG_CACHE_DIR/torch_extensions` (default `~/.cache/sglang/torch_extensions`), in a folder
@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "bindings.cpp"))
 HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "record_arena.h", "bindings.h", "vector_math.h"))
-NAME = "sglang_cpu_quant"
+NAME = "sglang_cpu_cpp"
 # Run by the child process that builds: torch's builder imports what it built, and a process
 # must not import a second copy (its ops would register twice), so the parent imports the
 # published one.
@@ -60,11 +60,11 @@ def compile_flags() -> list[str]:
 def kernel_ops() -> ModuleType | torch._ops._OpNamespace:
     """The family's ops: the extension module's own bindings when eager (a direct call, about
     2 us less than torch's dispatcher, and a decode step makes about 270 of them); under
-    torch.compile or torch.jit.trace, `torch.ops.sglang_cpu_quant`, which both record (the
+    torch.compile or torch.jit.trace, `torch.ops.sglang_cpu_cpp`, which both record (the
     compiler traces through the fakes; the tracer would take a direct call's result for a
     constant)."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing():
-        return torch.ops.sglang_cpu_quant
+        return torch.ops.sglang_cpu_cpp
     return ensure_built()
 
 

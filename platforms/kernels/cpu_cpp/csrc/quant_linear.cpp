@@ -224,7 +224,7 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, int64_t group, const torch:
 torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, const torch::Tensor& scales,
                           const torch::Tensor& offsets, int64_t group, const torch::Tensor& tiles,
                           const c10::optional<torch::Tensor>& bias) {
-  RECORD_FUNCTION("sglang_cpu_quant::int4_linear", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::int4_linear", std::vector<c10::IValue>());
   const int64_t N = packed.size(0), K = packed.size(1) * 2;
   TORCH_CHECK(x.size(-1) == K && K % 32 == 0 && group % 32 == 0 && K % group == 0, "int4_linear: bad shapes");
   TORCH_CHECK(packed.is_contiguous() && scales.is_contiguous() && offsets.is_contiguous(), "int4_linear: layout");
@@ -237,7 +237,7 @@ torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, c
 
 torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, const torch::Tensor& scales,
                           int64_t group, const torch::Tensor& tiles, const c10::optional<torch::Tensor>& bias) {
-  RECORD_FUNCTION("sglang_cpu_quant::int8_linear", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::int8_linear", std::vector<c10::IValue>());
   const int64_t N = qweight.size(0), K = qweight.size(1);
   TORCH_CHECK(x.size(-1) == K && group % 8 == 0 && K % group == 0, "int8_linear: bad shapes");
   TORCH_CHECK(qweight.is_contiguous() && scales.is_contiguous(), "int8_linear: layout");
@@ -278,7 +278,7 @@ torch::Tensor int8_tiles(const torch::Tensor& qweight, const torch::Tensor& scal
 
 }  // namespace
 
-TORCH_LIBRARY(sglang_cpu_quant, m) {
+TORCH_LIBRARY(sglang_cpu_cpp, m) {
   m.def("int4_linear(Tensor x, Tensor packed, Tensor scales, Tensor offsets, int group, Tensor tiles, Tensor? bias)"
         " -> Tensor");
   m.def("int8_linear(Tensor x, Tensor qweight, Tensor scales, int group, Tensor tiles, Tensor? bias) -> Tensor");
@@ -286,18 +286,18 @@ TORCH_LIBRARY(sglang_cpu_quant, m) {
   m.def("int8_tiles(Tensor qweight, Tensor scales, int group) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
+TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {
   m.impl("int4_linear", &int4_linear);
   m.impl("int8_linear", &int8_linear);
   m.impl("int4_tiles", &int4_tiles);
   m.impl("int8_tiles", &int8_tiles);
 }
 
-namespace sgl_cpu_quant {
+namespace sgl_cpu_cpp {
 void bind_linear(pybind11::module_& m) {
   m.def("int4_linear", &int4_linear);
   m.def("int8_linear", &int8_linear);
   m.def("int4_tiles", &int4_tiles);
   m.def("int8_tiles", &int8_tiles);
 }
-}  // namespace sgl_cpu_quant
+}  // namespace sgl_cpu_cpp

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from sglang.ops.attention import AttentionInputs, AttentionLayer, CaptureLimits
-from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
+from sglang.platforms.kernels.cpu_cpp.build import ensure_built, kernel_ops
 from sglang.platforms.kernels.torch_native.attention import SdpaAttention, SdpaAttentionMetadata
 
 ensure_built()

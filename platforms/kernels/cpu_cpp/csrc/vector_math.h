@@ -8,7 +8,7 @@
 #define SGL_AVX2 1
 #endif
 
-namespace sgl_cpu_quant {
+namespace sgl_cpu_cpp {
 
 #ifdef SGL_AVX2
 // exp(x) for x <= 0: 2^n * p(r) with r = x - n ln 2, |r| <= ln 2 / 2, p Cephes' degree-6
@@ -46,4 +46,4 @@ inline void silu_mul_row(const float* gate, const float* up, int64_t n, float* o
   for (; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
 }
 
-}  // namespace sgl_cpu_quant
+}  // namespace sgl_cpu_cpp

@@ -2,7 +2,7 @@
 #include "bindings.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  sgl_cpu_quant::bind_linear(m);
-  sgl_cpu_quant::bind_attention(m);
-  sgl_cpu_quant::bind_glue(m);
+  sgl_cpu_cpp::bind_linear(m);
+  sgl_cpu_cpp::bind_attention(m);
+  sgl_cpu_cpp::bind_glue(m);
 }

@@ -1,4 +1,4 @@
-"""The cpu_quant family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear,
+"""The cpu_cpp family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear,
 paged decode attention that reads the KV pool in place, and the small float32 ops around them
 (RMSNorm, rotary, SiLU-and-mul), which at decode cost more through torch's dispatch than they compute.
 
@@ -11,31 +11,31 @@ import torch
 from sglang.ops.selection import Candidate, Requirements
 from sglang.platforms.kernels.registry import KernelFamily
 
-_HERE = "sglang.platforms.kernels.cpu_quant"
+_HERE = "sglang.platforms.kernels.cpu_cpp"
 
 WEIGHT_FORMATS = frozenset({"int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_g64", "int8_g128", "int8_channel"})
 """Quantized formats only: a dense model keeps torch's own linear; the dense layers of a quantized
 model go through the candidate to torch's dense kernel."""
 
 FAMILY = KernelFamily(
-    name="cpu_quant",
+    name="cpu_cpp",
     description="C++ host kernels (AVX2/FMA): int8/int4 weight linear (int16 activations at decode), "
     "in-place paged decode attention, RMSNorm, rotary, SiLU-and-mul; float32",
     candidates=(
         Candidate(
             "linear",
-            "cpu_quant",
+            "cpu_cpp",
             f"{_HERE}.linear:linear",
             Requirements(dtypes=frozenset({torch.float32}), weight_formats=WEIGHT_FORMATS),
         ),
         Candidate(
             "attention_backend",
-            "cpu_quant",
+            "cpu_cpp",
             f"{_HERE}.attention:PoolDecodeAttention",
             Requirements(dtypes=frozenset({torch.float32})),
         ),
         *(
-            Candidate(op, "cpu_quant", f"{_HERE}.elementwise:{op}", Requirements(dtypes=frozenset({torch.float32})))
+            Candidate(op, "cpu_cpp", f"{_HERE}.elementwise:{op}", Requirements(dtypes=frozenset({torch.float32})))
             for op in ("rms_norm", "fused_add_rms_norm", "apply_rotary", "silu_and_mul")
         ),
     ),

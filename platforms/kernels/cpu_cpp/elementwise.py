@@ -1,4 +1,4 @@
-"""The cpu_quant family's float32 norm, rotary and activation ops: one C++ loop each.
+"""The cpu_cpp family's float32 norm, rotary and activation ops: one C++ loop each.
 
 At decode these ops touch a few hundred values each, and their torch forms are chains of
 dispatched ops (about 100 us per RMSNorm here); the kernels compute the same float32 arithmetic
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
+from sglang.platforms.kernels.cpu_cpp.build import ensure_built, kernel_ops
 
 ensure_built()
 

@@ -1,4 +1,4 @@
-"""The `linear` candidate of the cpu_quant family: quantized weights through the C++ kernels.
+"""The `linear` candidate of the cpu_cpp family: quantized weights through the C++ kernels.
 
 A dense weight goes to torch's own dense kernel (every quantized model has some dense layers);
 a `QuantizedWeight` goes to the kernel of its bit width, which has two regimes by the number of
@@ -20,11 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from sglang.ops.quant import QuantizedWeight
-from sglang.platforms.kernels.cpu_quant.build import ensure_built, kernel_ops
+from sglang.platforms.kernels.cpu_cpp.build import ensure_built, kernel_ops
 
 ensure_built()
 
-TILES = "cpu_quant.tiles"
+TILES = "cpu_cpp.tiles"
 INT16_ACTIVATION_MAX_ROWS = {4: 6, 8: 8}
 """By weight bits, the input rows up to which the kernels take int16 activations: the C++
 formats' `max_rows` (a test pins each boundary on both sides)."""

@@ -68,7 +68,7 @@ float softmax_numerators(float* scores, int64_t len) {
 #ifdef SGL_AVX2
   __m256 sum = _mm256_setzero_ps();
   for (; j + LANES <= len; j += LANES) {
-    const __m256 e = sgl_cpu_quant::exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(mx)));
+    const __m256 e = sgl_cpu_cpp::exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(mx)));
     _mm256_storeu_ps(scores + j, e);
     sum = _mm256_add_ps(sum, e);
   }
@@ -115,7 +115,7 @@ void weighted_values(const float* p, const float* v, const int64_t* slots, int64
 
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, const torch::Tensor& slots,
                                const torch::Tensor& starts, double scale) {
-  RECORD_FUNCTION("sglang_cpu_quant::decode_attention", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::decode_attention", std::vector<c10::IValue>());
   TORCH_CHECK(q.scalar_type() == torch::kFloat32 && kv.scalar_type() == torch::kFloat32, "decode_attention: float32");
   TORCH_CHECK(q.dim() == 3 && kv.dim() == 4 && kv.size(0) == 2, "decode_attention: q [B, H, D], kv [2, S, Hk, D]");
   TORCH_CHECK(kv.is_contiguous() && slots.scalar_type() == torch::kLong && starts.scalar_type() == torch::kLong,
@@ -155,7 +155,7 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, 
 torch::Tensor decode_attention_store(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      torch::Tensor kv, const torch::Tensor& new_slots, const torch::Tensor& slots,
                                      const torch::Tensor& starts, double scale) {
-  RECORD_FUNCTION("sglang_cpu_quant::decode_attention_store", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::decode_attention_store", std::vector<c10::IValue>());
   TORCH_CHECK(kv.scalar_type() == torch::kFloat32 && k.scalar_type() == kv.scalar_type() && v.scalar_type() == kv.scalar_type(),
               "decode_attention: float32");
   TORCH_CHECK(new_slots.numel() == k.size(0) && k.sizes() == v.sizes(), "decode_attention: new rows");
@@ -175,21 +175,21 @@ torch::Tensor decode_attention_store(const torch::Tensor& q, const torch::Tensor
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(sglang_cpu_quant, m) {
+TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
   m.def("decode_attention(Tensor q, Tensor kv, Tensor slots, Tensor starts, float scale) -> Tensor");
   m.def(
       "decode_attention_store(Tensor q, Tensor k, Tensor v, Tensor(a!) kv, Tensor new_slots, Tensor slots, "
       "Tensor starts, float scale) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
+TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {
   m.impl("decode_attention", &decode_attention);
   m.impl("decode_attention_store", &decode_attention_store);
 }
 
-namespace sgl_cpu_quant {
+namespace sgl_cpu_cpp {
 void bind_attention(pybind11::module_& m) {
   m.def("decode_attention", &decode_attention);
   m.def("decode_attention_store", &decode_attention_store);
 }
-}  // namespace sgl_cpu_quant
+}  // namespace sgl_cpu_cpp

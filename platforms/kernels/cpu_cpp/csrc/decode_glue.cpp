@@ -32,7 +32,7 @@ inline void normalize_row(const float* x, const float* w, float eps, int64_t H, 
 }
 
 torch::Tensor rms_norm(const torch::Tensor& input, const torch::Tensor& weight, double eps) {
-  RECORD_FUNCTION("sglang_cpu_quant::rms_norm", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::rms_norm", std::vector<c10::IValue>());
   const torch::Tensor x = float_rows(input, "rms_norm");
   const int64_t H = x.size(-1), rows = x.numel() / H;
   torch::Tensor out = torch::empty_like(x);
@@ -46,7 +46,7 @@ torch::Tensor rms_norm(const torch::Tensor& input, const torch::Tensor& weight, 
 
 std::tuple<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& input, const torch::Tensor& res,
                                                             const torch::Tensor& weight, double eps) {
-  RECORD_FUNCTION("sglang_cpu_quant::fused_add_rms_norm", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::fused_add_rms_norm", std::vector<c10::IValue>());
   const torch::Tensor x = float_rows(input, "fused_add_rms_norm"), residual = float_rows(res, "fused_add_rms_norm");
   const int64_t H = x.size(-1), rows = x.numel() / H;
   torch::Tensor summed = torch::empty_like(x), out = torch::empty_like(x);
@@ -81,7 +81,7 @@ void rotate_heads(const float* in, int64_t heads, int64_t D, const float* cos, c
 std::tuple<torch::Tensor, torch::Tensor> apply_rotary(const torch::Tensor& positions, const torch::Tensor& q,
                                                       const torch::Tensor& k, const torch::Tensor& cos_sin,
                                                       bool is_neox) {
-  RECORD_FUNCTION("sglang_cpu_quant::apply_rotary", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::apply_rotary", std::vector<c10::IValue>());
   const torch::Tensor qc = float_rows(q, "apply_rotary"), kc = float_rows(k, "apply_rotary");
   const torch::Tensor table = float_rows(cos_sin, "apply_rotary");
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3, "apply_rotary: q [T, Hq, D], k [T, Hk, D]");
@@ -103,7 +103,7 @@ std::tuple<torch::Tensor, torch::Tensor> apply_rotary(const torch::Tensor& posit
 }
 
 torch::Tensor silu_and_mul(const torch::Tensor& input) {
-  RECORD_FUNCTION("sglang_cpu_quant::silu_and_mul", std::vector<c10::IValue>());
+  RECORD_FUNCTION("sglang_cpu_cpp::silu_and_mul", std::vector<c10::IValue>());
   const torch::Tensor x = float_rows(input, "silu_and_mul");
   const int64_t width = x.size(-1), half = width / 2, rows = x.numel() / width;
   std::vector<int64_t> shape = x.sizes().vec();
@@ -113,7 +113,7 @@ torch::Tensor silu_and_mul(const torch::Tensor& input) {
   float* op = out.data_ptr<float>();
   at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      sgl_cpu_quant::silu_mul_row(xp + r * width, xp + r * width + half, half, op + r * half);
+      sgl_cpu_cpp::silu_mul_row(xp + r * width, xp + r * width + half, half, op + r * half);
     }
   });
   return out;
@@ -121,25 +121,25 @@ torch::Tensor silu_and_mul(const torch::Tensor& input) {
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(sglang_cpu_quant, m) {
+TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)");
   m.def("apply_rotary(Tensor positions, Tensor q, Tensor k, Tensor cos_sin, bool is_neox) -> (Tensor, Tensor)");
   m.def("silu_and_mul(Tensor x) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(sglang_cpu_quant, CPU, m) {
+TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {
   m.impl("rms_norm", &rms_norm);
   m.impl("fused_add_rms_norm", &fused_add_rms_norm);
   m.impl("apply_rotary", &apply_rotary);
   m.impl("silu_and_mul", &silu_and_mul);
 }
 
-namespace sgl_cpu_quant {
+namespace sgl_cpu_cpp {
 void bind_glue(pybind11::module_& m) {
   m.def("rms_norm", &rms_norm);
   m.def("fused_add_rms_norm", &fused_add_rms_norm);
   m.def("apply_rotary", &apply_rotary);
   m.def("silu_and_mul", &silu_and_mul);
 }
-}  // namespace sgl_cpu_quant
+}  // namespace sgl_cpu_cpp
