@@ -21,7 +21,7 @@ from sglang.platforms.kernels.registry import family
 from . import xpu_standin
 from .standin import Recorder, installed
 
-PACKAGE = "sglang.platforms.kernels.xpu"
+PACKAGE = "sglang.platforms.kernels.ipex"
 REFERENCE_CALLS = ("PagedAttention.reshape_and_cache",)
 
 

@@ -53,5 +53,5 @@ VENDORS: dict[str, VendorSpec] = {
         serves=_npu_pages,
         may_skip_vendor=_npu_reference_cases,
     ),
-    "ipex": VendorSpec(xpu_standin.build, "sglang.platforms.kernels.xpu", serves=xpu_standin.serves),
+    "ipex": VendorSpec(xpu_standin.build, "sglang.platforms.kernels.ipex", serves=xpu_standin.serves),
 }

@@ -1,4 +1,4 @@
-"""The ipex family (in platforms/kernels/xpu): Intel GPU kernels from `intel_extension_for_pytorch`.
+"""The ipex family: Intel GPU kernels from `intel_extension_for_pytorch`.
 
 Paged attention (`attention:IpexPagedAttention`: IPEX's paged decode kernel, `reshape_and_cache`,
 varlen attention for extends), RMSNorm and SiLU-and-mul (`ipex.llm.functional`). The adapters
@@ -15,7 +15,7 @@ import torch
 from sglang.ops.selection import Candidate, Requirements
 from sglang.platforms.kernels.registry import KernelFamily
 
-_HERE = "sglang.platforms.kernels.xpu"
+_HERE = "sglang.platforms.kernels.ipex"
 _PACKAGE = ("intel_extension_for_pytorch",)
 _IPEX = Requirements(dtypes=frozenset({torch.float32, torch.float16, torch.bfloat16}), packages=_PACKAGE)
 _ATTENTION = Requirements(

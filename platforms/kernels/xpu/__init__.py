@@ -1,1 +1,0 @@
-"""The xpu kernel family: Intel GPU kernels from intel_extension_for_pytorch."""
