@@ -8,7 +8,7 @@ from functools import cached_property
 import torch
 
 from sglang.ops.binding import resolve
-from sglang.platforms.base import Availability, Capabilities, Platform, StepExecution, StepMode
+from sglang.platforms.base import Availability, Capabilities, Platform
 from sglang.platforms.device_runtime import DeviceRuntime
 
 THREADS_ENV = "SGLANG_CPU_THREADS"
@@ -26,12 +26,8 @@ class CpuPlatform(Platform):
     capabilities = Capabilities(
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.float32,
-        steps=StepExecution(
-            StepMode.CAPTURED,
-            exact_buckets=True,
-            default_max_batch=DEFAULT_GRAPH_MAX_BATCH,
-            static_collectives=False,
-        ),
+        exact_decode_buckets=True,
+        default_graph_max_batch=DEFAULT_GRAPH_MAX_BATCH,
     )
     kernel_families = ("cpu_cpp", "torch_native")
     distributed_backend = "gloo"
