@@ -5,20 +5,19 @@ a streamed completion, and `/get_server_info` reporting the tensor-parallel size
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import openai
 import pytest
 
-from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, start_server
+from sglang.ci.servers import REQUEST_TIMEOUT_S, RunningServer, launch, serve_spec
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    log_dir: Path = tmp_path_factory.mktemp("tp-server")
-    server = start_server(log_dir, "--tp-size", "2", "--max-total-tokens", "2048", "--dtype", "float32")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    spec = serve_spec("--tp-size", "2", "--max-total-tokens", "2048", "--dtype", "float32")
+    server = launch(spec, tmp_path_factory.mktemp("tp-server"))
     try:
         yield server
     finally:
@@ -26,13 +25,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="module")
-def client(server: ServerProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S,
+def client(server: RunningServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S,
                        max_retries=0) as c:  # fmt: skip
         yield c
 
 
-def test_server_reports_tp_size(server: ServerProcess) -> None:
+def test_server_reports_tp_size(server: RunningServer) -> None:
     assert server.server_info()["tp_size"] == 2
 
 

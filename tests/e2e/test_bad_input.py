@@ -10,7 +10,8 @@ import httpx
 import openai
 import pytest
 
-from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error
+from sglang.ci.servers import REQUEST_TIMEOUT_S, RunningServer
+from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 CHAT = "/v1/chat/completions"
@@ -178,8 +179,8 @@ def test_unknown_model_is_404(http: httpx.Client, path: str) -> None:
     assert "gpt-17-ultra" in error["message"]
 
 
-def test_openai_client_raises_typed_errors(server: ServerProcess) -> None:
-    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="x", timeout=REQUEST_TIMEOUT_S, max_retries=0)
+def test_openai_client_raises_typed_errors(server: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", timeout=REQUEST_TIMEOUT_S, max_retries=0)
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="no-such-model", messages=MESSAGES, max_tokens=1)
     with pytest.raises(openai.BadRequestError) as caught:

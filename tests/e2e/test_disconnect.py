@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sglang.ci.suites.e2e.server import ServerProcess, sse_events, wait_until
+from sglang.ci.servers import RunningServer, sse_events, wait_until
 
 LONG = 2000
 """Tokens a test request asks for: minutes of decoding, so only an abort ends it in time."""
@@ -24,14 +24,14 @@ def held_kv(info: dict[str, Any]) -> int:
     return info["kv_tokens_in_use"] - info["kv_tokens_cached"]
 
 
-def idle_baseline(server: ServerProcess) -> int:
+def idle_baseline(server: RunningServer) -> int:
     """KV held once nothing runs or waits."""
     info = wait_until(lambda: (i := server.server_info())["num_running_requests"] == 0 and i, timeout=60)
     assert info["num_waiting_requests"] == 0
     return held_kv(info)
 
 
-def assert_freed(server: ServerProcess, baseline: int) -> None:
+def assert_freed(server: RunningServer, baseline: int) -> None:
     def freed() -> bool:
         info = server.server_info()
         return info["num_running_requests"] == 0 and info["num_waiting_requests"] == 0 and held_kv(info) == baseline
@@ -48,7 +48,7 @@ LONG_CHAT = {"messages": [{"role": "user", "content": "Tell me everything."}], "
     [("/generate", {**LONG_NATIVE, "stream": True}), ("/v1/chat/completions", {**LONG_CHAT, "stream": True})],
     ids=["native", "openai"],
 )
-def test_disconnect_mid_stream_frees_kv(server: ServerProcess, path: str, body: dict[str, Any]) -> None:
+def test_disconnect_mid_stream_frees_kv(server: RunningServer, path: str, body: dict[str, Any]) -> None:
     baseline = idle_baseline(server)
     with server.client() as client, client.stream("POST", path, json=body) as response:
         assert response.status_code == 200
@@ -84,11 +84,11 @@ def run_in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, dict[str, 
         pytest.param("/v1/chat/completions", LONG_CHAT, id="openai"),
     ],
 )
-def test_client_timeout_frees_kv(server: ServerProcess, path: str, body: dict[str, Any]) -> None:
+def test_client_timeout_frees_kv(server: RunningServer, path: str, body: dict[str, Any]) -> None:
     baseline = idle_baseline(server)
 
     def impatient_request() -> httpx.Response:
-        with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=4.0) as client:
+        with httpx.Client(base_url=server.url, headers=server.headers, timeout=4.0) as client:
             return client.post(path, json=body)
 
     thread, outcome = run_in_thread(impatient_request)

@@ -19,7 +19,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sglang.ci.suites.e2e.server import sse_events
+from sglang.ci.servers import sse_events
 
 EXAMPLES = int(os.environ.get("SGLANG_FUZZ_EXAMPLES") or 60)
 """Per endpoint; three endpoints make 180 requests in all (more with `$SGLANG_FUZZ_EXAMPLES`)."""

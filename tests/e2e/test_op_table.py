@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from sglang.ci.suites.e2e.server import ServerProcess
+from sglang.ci.servers import RunningServer
 from sglang.ops.binding import REFERENCE_OPS
 
 
@@ -24,7 +24,7 @@ def test_server_info_carries_the_op_table(http: httpx.Client) -> None:
     assert rows["attention_backend"]["family"] != "reference", "the platform's attention kernel was not bound"
 
 
-def test_startup_log_names_the_chosen_kernels(server: ServerProcess) -> None:
+def test_startup_log_names_the_chosen_kernels(server: RunningServer) -> None:
     if server.process is None:
         return  # an external server ($SGLANG_E2E_PORT): its log is not ours to read
     log = server.log_path.read_text()

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from sglang.ci.suites.e2e.server import ServerProcess, assert_openai_error, sse_events, wait_until
+from sglang.ci.servers import RunningServer, sse_events, wait_until
+from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 
 DEFAULT_LIMIT = 16 << 20
 JSON = {"content-type": "application/json"}
@@ -73,7 +74,7 @@ def _aborted(http: httpx.Client) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("sglang:num_aborted_requests_total"))
 
 
-def test_disconnect_aborts_are_counted(server: ServerProcess, http: httpx.Client) -> None:
+def test_disconnect_aborts_are_counted(server: RunningServer, http: httpx.Client) -> None:
     before = _aborted(http)
     body = {"text": "Once", "stream": True, "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}}
     with server.client() as client, client.stream("POST", "/generate", json=body) as response:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sglang.ci.suites.e2e.server import ServerProcess, sse_events, wait_until
+from sglang.ci.servers import RunningServer, sse_events, wait_until
 
 PROMPT = "The capital of France is"
 
@@ -53,7 +53,7 @@ def test_model_name_unknown_is_the_served_model(http: httpx.Client) -> None:
     assert http.post("/v1/completions", json={**body, "model": "other"}).status_code == 404
 
 
-def test_get_load_counts_a_running_request(server: ServerProcess, http: httpx.Client) -> None:
+def test_get_load_counts_a_running_request(server: RunningServer, http: httpx.Client) -> None:
     idle = http.get("/get_load").json()
     assert isinstance(idle, list) and len(idle) == 1
     assert set(idle[0]) >= {"dp_rank", "num_reqs", "num_waiting_reqs", "num_tokens"}

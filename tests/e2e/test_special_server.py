@@ -14,23 +14,24 @@ import httpx
 import openai
 import pytest
 
-from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error, sse_events
+from sglang.ci.servers import REQUEST_TIMEOUT_S, RunningServer, sse_events
+from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 
 API_KEY = "sk-e2e-secret"
 DRAIN_EXIT_WITHIN_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def special(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
+def special(server_factory: Callable[..., RunningServer]) -> RunningServer:
     return server_factory(
         "--max-total-tokens", "4096", "--max-queued-requests", "2", "--max-running-requests", "1", api_key=API_KEY
     )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def anonymous(special: ServerProcess) -> Iterator[httpx.Client]:
+def anonymous(special: RunningServer) -> Iterator[httpx.Client]:
     """A client that sends no API key."""
-    with httpx.Client(base_url=special.base_url, timeout=REQUEST_TIMEOUT_S) as client:
+    with httpx.Client(base_url=special.url, timeout=REQUEST_TIMEOUT_S) as client:
         yield client
 
 
@@ -79,7 +80,7 @@ def test_key_is_checked_before_the_body_is_parsed(anonymous: httpx.Client) -> No
         assert_openai_error(response, 400)
 
 
-def test_right_key_and_open_probes(special: ServerProcess, anonymous: httpx.Client) -> None:
+def test_right_key_and_open_probes(special: RunningServer, anonymous: httpx.Client) -> None:
     with special.client() as client:
         out = client.post("/generate", json=ONE_TOKEN)
         assert out.status_code == 200 and out.json()["meta_info"]["completion_tokens"] == 1
@@ -89,8 +90,8 @@ def test_right_key_and_open_probes(special: ServerProcess, anonymous: httpx.Clie
     assert anonymous.get("/metrics").status_code == 200
 
 
-def test_openai_client_with_and_without_the_key(special: ServerProcess) -> None:
-    url = f"{special.base_url}/v1"
+def test_openai_client_with_and_without_the_key(special: RunningServer) -> None:
+    url = f"{special.url}/v1"
     bad = openai.OpenAI(base_url=url, api_key="not-the-key", max_retries=0, timeout=REQUEST_TIMEOUT_S)
     with bad, pytest.raises(openai.AuthenticationError):
         bad.models.list()
@@ -124,7 +125,7 @@ def concurrently(calls: list[Callable[[], httpx.Response]]) -> list[httpx.Respon
     return results
 
 
-def test_overload_gets_503_with_retry_after(special: ServerProcess) -> None:
+def test_overload_gets_503_with_retry_after(special: RunningServer) -> None:
     native = {"text": "Count to ten:", "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}}
     chat = {"messages": [{"role": "user", "content": "Count to ten."}], "max_tokens": 6, "ignore_eos": True}
 
@@ -162,7 +163,7 @@ def test_overload_gets_503_with_retry_after(special: ServerProcess) -> None:
 # -- SIGTERM -----------------------------------------------------------------------------------
 
 
-def test_sigterm_drains_then_exits_zero(special: ServerProcess) -> None:
+def test_sigterm_drains_then_exits_zero(special: RunningServer) -> None:
     assert special.process is not None
     tokens = 24
     body = {"text": "Once upon a time", "stream": True, "sampling_params": {"max_new_tokens": tokens,
@@ -192,4 +193,4 @@ def test_sigterm_drains_then_exits_zero(special: ServerProcess) -> None:
     code = special.process.wait(DRAIN_EXIT_WITHIN_S)
     assert code == 0, special.log_tail()
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"{special.base_url}/health", timeout=5)
+        httpx.get(f"{special.url}/health", timeout=5)

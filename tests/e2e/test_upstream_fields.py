@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from sglang.ci.suites.e2e.server import assert_openai_error, sse_events
+from sglang.ci.servers import sse_events
+from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 from sglang.runtime import upstream_fields
 
 PROMPT = "Count: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,"

@@ -8,47 +8,38 @@ compilation cache). Measured: about 5 minutes for the module with a partly warm 
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import sglang as sgl
+from sglang.ci.servers import STARTUP_TIMEOUT_S, RunningServer, ServerGroup, serve_spec
 from sglang.ci.suites import programs
-from sglang.ci.suites.e2e.server import ServerProcess, free_port, sglang_command
 
 pytestmark = pytest.mark.slow
 
 SERVER_FLAGS = ("--dtype", "float32", "--max-total-tokens", "4096")
 
 
-def _start(device: str, log_dir: Path) -> ServerProcess:
-    port = free_port()
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"} if device == "tpu" else dict(os.environ)
-    args = [*sglang_command(), "serve", "--device", device, "--port", str(port), *SERVER_FLAGS]
-    if device == "cpu":
-        args += ["--cpu-threads", "1"]
-    log_path = log_dir / f"{device}.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    server = ServerProcess(process, port, log_path)
-    server.wait_ready(timeout=600)
-    return server
+TPU_STARTUP_TIMEOUT_S = 2 * STARTUP_TIMEOUT_S
+"""The tpu server compiles its warm-up steps on XLA:CPU before it answers."""
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
-    log_dir = tmp_path_factory.mktemp("cross-device")
-    started: dict[str, ServerProcess] = {}
-    try:
-        for device in ("cpu", "tpu"):
-            started[device] = _start(device, log_dir)
-        yield started
-    finally:
-        for server in started.values():
-            server.stop()
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, RunningServer]]:
+    with ServerGroup(tmp_path_factory.mktemp("cross-device")) as group:
+        yield {
+            "cpu": group.launch(serve_spec(*SERVER_FLAGS, device="cpu", name="cpu")),
+            "tpu": group.launch(
+                serve_spec(
+                    *SERVER_FLAGS,
+                    device="tpu",
+                    name="tpu",
+                    env={"JAX_PLATFORMS": "cpu"},
+                    startup_timeout_s=TPU_STARTUP_TIMEOUT_S,
+                )
+            ),
+        }
 
 
 def _outputs() -> dict[str, object]:
@@ -72,10 +63,10 @@ def _outputs() -> dict[str, object]:
     }
 
 
-def test_programs_agree_across_devices(servers: dict[str, ServerProcess]) -> None:
+def test_programs_agree_across_devices(servers: dict[str, RunningServer]) -> None:
     results = {}
     for device, server in servers.items():
-        sgl.set_default_backend(sgl.RuntimeEndpoint(server.base_url))
+        sgl.set_default_backend(sgl.RuntimeEndpoint(server.url))
         results[device] = _outputs()
     cpu, tpu = results["cpu"], results["tpu"]
     for name in cpu:
@@ -92,6 +83,6 @@ def test_programs_agree_across_devices(servers: dict[str, ServerProcess]) -> Non
      programs.check_decode_json, programs.check_parallel_decoding],
     ids=lambda c: c.__name__,
 )  # fmt: skip
-def test_program_checks_pass_on_tpu(check, servers: dict[str, ServerProcess]) -> None:
-    sgl.set_default_backend(sgl.RuntimeEndpoint(servers["tpu"].base_url))
+def test_program_checks_pass_on_tpu(check, servers: dict[str, RunningServer]) -> None:
+    sgl.set_default_backend(sgl.RuntimeEndpoint(servers["tpu"].url))
     check()

@@ -4,54 +4,48 @@ One server (`server`) is started per session on `$SGLANG_TEST_DEVICE` (default c
 small KV cache, and shared by every test that needs no special flags; it is parametrized by the
 device, so every test that uses it names the device in its id (what the matrix counts). Tests
 that need special flags (an API key, a tiny queue, SIGTERM) start their own short-lived server
-through `server_factory`. conftest files import these fixtures.
-
-On cpu the model runs on `$SGLANG_CPU_THREADS` torch threads, else one: on a shared 2-core
-machine one thread is several times faster than two that contend with other processes.
+through `server_factory`. conftest files import these fixtures. Servers start through the
+one launcher, `sglang.ci.servers` (its environment variables: device, cpu threads, startup
+deadline).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from sglang.ci.suites.e2e.server import DEVICE, ServerProcess, start_server
+from sglang.ci.servers import DEVICE, RunningServer, ServerGroup, serve_spec
 
 SHARED_KV_TOKENS = 8192
 
 
 @pytest.fixture(scope="session")
-def server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ServerProcess]]:
-    """`start_server` whose servers are all stopped at the end of the session (if still up)."""
-    log_dir = tmp_path_factory.mktemp("servers")
-    started: list[ServerProcess] = []
+def server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RunningServer]]:
+    """Starts `sglang serve` with the given flags (and API key); every server it started is
+    stopped at the end of the session, passed or failed."""
+    with ServerGroup(tmp_path_factory.mktemp("servers")) as group:
 
-    def factory(*flags: str, api_key: str | None = None, wait: bool = True) -> ServerProcess:
-        server = start_server(log_dir, *flags, api_key=api_key, wait=wait)
-        started.append(server)
-        return server
+        def factory(*flags: str, api_key: str | None = None, wait: bool = True) -> RunningServer:
+            return group.launch(serve_spec(*flags, api_key=api_key), wait=wait)
 
-    yield factory
-    for server in started:
-        server.stop()
+        yield factory
 
 
 @pytest.fixture(scope="session", params=[DEVICE], ids=[DEVICE])
-def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
+def server(server_factory: Callable[..., RunningServer]) -> RunningServer:
     """The session's shared server: default flags, a small KV cache. With `$SGLANG_E2E_PORT`
     set, the server already listening on that loopback port instead."""
     if os.environ.get("SGLANG_E2E_PORT"):
-        return ServerProcess(None, int(os.environ["SGLANG_E2E_PORT"]), Path(os.devnull))
+        return RunningServer.attach(int(os.environ["SGLANG_E2E_PORT"]))
     return server_factory("--max-total-tokens", str(SHARED_KV_TOKENS))
 
 
 @pytest.fixture(scope="session")
-def http(server: ServerProcess) -> Iterator[httpx.Client]:
+def http(server: RunningServer) -> Iterator[httpx.Client]:
     with server.client() as client:
         yield client
 

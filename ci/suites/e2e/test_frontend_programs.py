@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import sglang as sgl
-from sglang.ci.suites.e2e.server import ServerProcess
+from sglang.ci.servers import RunningServer
 from sglang.ci.suites.programs import PROGRAMS, Feature, ProgramCase
 
 CORE_PROGRAMS = frozenset({"few_shot_qa", "select", "stream"})
@@ -30,8 +30,8 @@ ENDPOINT_CASES = [pytest.param(case, id=case.name, marks=_marks(case)) for case 
 
 
 @pytest.fixture
-def endpoint(server: ServerProcess) -> Any:
-    backend = sgl.RuntimeEndpoint(server.base_url, api_key=server.api_key)
+def endpoint(server: RunningServer) -> Any:
+    backend = sgl.RuntimeEndpoint(server.url, api_key=server.api_key)
     previous = sgl.global_config.default_backend
     sgl.set_default_backend(backend)
     yield backend

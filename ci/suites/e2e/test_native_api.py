@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from sglang.ci.suites.e2e.server import ServerProcess, assert_openai_error, sse_events, wait_until
+from sglang.ci.servers import RunningServer, sse_events, wait_until
+from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 
 PROMPT = "The capital of France is"
 
@@ -38,7 +39,7 @@ def stream_generate(http: httpx.Client, **body: Any) -> list[Any]:
 
 
 @contextmanager
-def running_stream(server: ServerProcess, rid: str, max_new_tokens: int = 2000) -> Iterator[Iterator[Any]]:
+def running_stream(server: RunningServer, rid: str, max_new_tokens: int = 2000) -> Iterator[Iterator[Any]]:
     """A long streaming /generate with request id `rid`, started and past its first token; yields
     the rest of its events. The connection closes (aborting it, if still running) on exit."""
     body = {"text": PROMPT, "rid": rid, "stream": True, "sampling_params": {"max_new_tokens": max_new_tokens,
@@ -173,7 +174,7 @@ def test_get_model_info(model_info: dict[str, Any]) -> None:
     assert "<|im_start|>" in model_info["chat_template"]
 
 
-def test_get_server_info(server: ServerProcess) -> None:
+def test_get_server_info(server: RunningServer) -> None:
     info = server.server_info()
     assert info["kv_tokens_total"] == 8192
     assert info["max_total_tokens"] == 8192
@@ -192,7 +193,7 @@ def test_health_and_health_generate(http: httpx.Client) -> None:
 # -- flush_cache and abort_request ---------------------------------------------------------------
 
 
-def test_flush_cache_refused_while_a_request_runs(server: ServerProcess, http: httpx.Client) -> None:
+def test_flush_cache_refused_while_a_request_runs(server: RunningServer, http: httpx.Client) -> None:
     generate(http, text=PROMPT, sampling_params=greedy(1))
     assert server.server_info()["kv_tokens_cached"] > 0
     rid = f"flush-{uuid.uuid4().hex}"
@@ -207,7 +208,7 @@ def test_flush_cache_refused_while_a_request_runs(server: ServerProcess, http: h
 
 
 @pytest.mark.e2e_core
-def test_abort_request_ends_a_running_stream(server: ServerProcess, http: httpx.Client) -> None:
+def test_abort_request_ends_a_running_stream(server: RunningServer, http: httpx.Client) -> None:
     rid = f"abort-{uuid.uuid4().hex}"
     with running_stream(server, rid) as events:
         result: dict[str, Any] = {}

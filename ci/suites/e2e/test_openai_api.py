@@ -12,7 +12,8 @@ import jsonschema
 import openai
 import pytest
 
-from sglang.ci.suites.e2e.server import REQUEST_TIMEOUT_S, ServerProcess, assert_openai_error
+from sglang.ci.servers import REQUEST_TIMEOUT_S, RunningServer
+from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 
 QUESTION = "What is the capital of France?"
 PROMPT = "The capital of France is"
@@ -21,9 +22,9 @@ NO_EOS = {"ignore_eos": True}
 
 
 @pytest.fixture(scope="module")
-def client(server: ServerProcess) -> Iterator[openai.OpenAI]:
+def client(server: RunningServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(
-        base_url=f"{server.base_url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S, max_retries=0
+        base_url=f"{server.url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S, max_retries=0
     ) as c:
         yield c
 
