@@ -11,11 +11,11 @@ terminal summary, under "client tests: figures".
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from .services import Services
+from sglang.ci.servers import ServerGroup
+
 from .venvs import SGLANG_ROUTER, SMG, UPSTREAM_FRONTEND, Venv, VenvSpec, ensure_venv
 
 FIGURES = pytest.StashKey[dict[str, str]]()
@@ -65,10 +65,7 @@ def router_venv(figures: dict[str, str]) -> Venv:
 
 
 @pytest.fixture(scope="module")
-def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerGroup]:
     """Starts processes for one test module and stops them all when it ends, passed or failed."""
-    registry = Services(Path(tmp_path_factory.mktemp("clients")))
-    try:
-        yield registry
-    finally:
-        registry.close()
+    with ServerGroup(tmp_path_factory.mktemp("clients")) as group:
+        yield group

@@ -10,15 +10,16 @@ from typing import Any
 
 import httpx
 
-from .services import HOST, Service, Services, free_port, wait_until
+from sglang.ci.servers import HOST, LaunchSpec, RunningServer, ServerGroup, free_port, wait_until
+
 from .venvs import Venv
 
 HEALTH_CHECK_INTERVAL_S = 1
 """The routers' default is 60 s; a dead worker must leave rotation within a test's patience."""
 
 
-def start_router(services: Services, venv: Venv, name: str, worker_urls: list[str], policy: str,
-                 *extra: str) -> Service:  # fmt: skip
+def start_router(services: ServerGroup, venv: Venv, name: str, worker_urls: list[str], policy: str,
+                 *extra: str) -> RunningServer:  # fmt: skip
     port = free_port()
     command = [
         str(venv.script("smg")), "launch", "--host", HOST, "--port", str(port),
@@ -27,24 +28,26 @@ def start_router(services: Services, venv: Venv, name: str, worker_urls: list[st
         "--health-check-interval-secs", str(HEALTH_CHECK_INTERVAL_S), "--health-failure-threshold", "1",
         "--log-level", "warn", *extra,
     ]  # fmt: skip
-    # RUST_LOG would override --log-level; the router's own flag decides.
-    return services.start(name, command, port, env={"RUST_LOG": ""})
+    # RUST_LOG would override --log-level; the router's own flag decides. No model of its own:
+    # the caller waits for its workers (`wait_for_workers`).
+    spec = LaunchSpec(tuple(command), port, name=name, env={"RUST_LOG": ""}, model_path=None, cwd=services.log_dir)
+    return services.launch(spec, wait=False)
 
 
-def workers(router: Service) -> list[dict[str, Any]]:
+def workers(router: RunningServer) -> list[dict[str, Any]]:
     """smg's `GET /workers` list (url, is_healthy, status, ...)."""
     response = router.get("/workers", timeout=10)
     response.raise_for_status()
     return response.json()["workers"]
 
 
-def healthy_worker_urls(router: Service) -> set[str]:
+def healthy_worker_urls(router: RunningServer) -> set[str]:
     try:
         return {w["url"] for w in workers(router) if w.get("is_healthy")}
     except httpx.HTTPError:
         return set()
 
 
-def wait_for_workers(router: Service, urls: set[str], timeout: float = 60) -> None:
+def wait_for_workers(router: RunningServer, urls: set[str], timeout: float = 60) -> None:
     """Waits until exactly `urls` are the router's healthy workers."""
     wait_until(lambda: healthy_worker_urls(router) == urls, timeout, what=f"{router.name} healthy workers == {urls}")

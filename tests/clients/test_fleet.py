@@ -30,8 +30,10 @@ from typing import Any
 import httpx
 import pytest
 
+from sglang.ci.servers import RunningServer, ServerGroup, sse_events, wait_until
+
 from . import routers
-from .services import Service, Services, finished_requests, metric_total, sse_payloads, start_server, wait_until
+from .services import finished_requests, start_server
 from .venvs import Venv
 
 REQUEST_TIMEOUT_S = 60.0
@@ -40,17 +42,17 @@ MAX_TOKENS = 8
 
 @dataclass
 class Fleet:
-    a: Service
-    b: Service
-    c: Service
+    a: RunningServer
+    b: RunningServer
+    c: RunningServer
     """Not behind any router until the test that adds it."""
 
-    def counts(self, *servers: Service) -> list[float]:
+    def counts(self, *servers: RunningServer) -> list[float]:
         return [finished_requests(s) for s in servers]
 
 
 @pytest.fixture(scope="module")
-def fleet(services: Services) -> Fleet:
+def fleet(services: ServerGroup) -> Fleet:
     servers = [start_server(services) for _ in range(3)]  # they load side by side
     for server in servers:
         server.wait_ready()
@@ -58,14 +60,14 @@ def fleet(services: Services) -> Fleet:
 
 
 @pytest.fixture(scope="module")
-def smg(services: Services, smg_venv: Venv, fleet: Fleet) -> Service:
+def smg(services: ServerGroup, smg_venv: Venv, fleet: Fleet) -> RunningServer:
     router = routers.start_router(services, smg_venv, "smg", [fleet.a.url, fleet.b.url], "cache_aware")
-    router.wait_ready("/health", timeout=60)
+    router.wait_ready(timeout=60)
     routers.wait_for_workers(router, {fleet.a.url, fleet.b.url})
     return router
 
 
-def model_id(router: Service) -> str:
+def model_id(router: RunningServer) -> str:
     """The model name the router lists (our served model name, which OpenAI bodies must carry)."""
     response = router.get("/v1/models")
     response.raise_for_status()
@@ -90,7 +92,7 @@ def generate_stream(client: httpx.Client, text: str) -> None:
     body = {"text": text, "stream": True, "sampling_params": {"max_new_tokens": MAX_TOKENS, "temperature": 0}}
     with client.stream("POST", "/generate", json=body) as response:
         assert response.status_code == 200, response.read()
-        events = [e for e in sse_payloads(response.iter_lines()) if e != "[DONE]"]
+        events = [e for e in sse_events(response.iter_lines()) if e != "[DONE]"]
     assert len(events) >= 2, events  # incremental, not one final piece
     assert events[-1]["meta_info"]["finish_reason"] is not None, events[-1]
     assert events[-1]["text"].startswith(events[0]["text"])
@@ -106,7 +108,7 @@ def completion(client: httpx.Client, model: str, prompt: str, stream: bool = Fal
         return
     with client.stream("POST", "/v1/completions", json=body) as response:
         assert response.status_code == 200, response.read()
-        events = list(sse_payloads(response.iter_lines()))
+        events = list(sse_events(response.iter_lines()))
     assert events[-1] == "[DONE]", events
     assert any(e["choices"] and e["choices"][0].get("finish_reason") for e in events[:-1]), events
 
@@ -122,13 +124,13 @@ def chat(client: httpx.Client, model: str, content: str, stream: bool = False) -
         return
     with client.stream("POST", "/v1/chat/completions", json=body) as response:
         assert response.status_code == 200, response.read()
-        events = list(sse_payloads(response.iter_lines()))
+        events = list(sse_events(response.iter_lines()))
     assert events[-1] == "[DONE]", events
     deltas = [e["choices"][0]["delta"].get("content") or "" for e in events[:-1] if e["choices"]]
     assert "".join(deltas), events
 
 
-def every_kind(router: Service) -> int:
+def every_kind(router: RunningServer) -> int:
     """One request of each kind through `router`; returns how many were sent."""
     model = model_id(router)
     sent: list[Callable[[httpx.Client], None]] = [
@@ -148,11 +150,11 @@ def every_kind(router: Service) -> int:
 # ---- sglang-router: the same basic routing ----------------------------------------------------
 
 
-def test_sglang_router_routes_every_kind(services: Services, router_venv: Venv, fleet: Fleet,
+def test_sglang_router_routes_every_kind(services: ServerGroup, router_venv: Venv, fleet: Fleet,
                                          figures: dict[str, str]) -> None:  # fmt: skip
     router = routers.start_router(services, router_venv, "sglang-router", [fleet.a.url, fleet.b.url], "round_robin")
     try:
-        router.wait_ready("/health", timeout=60)
+        router.wait_ready(timeout=60)
         before = fleet.counts(fleet.a, fleet.b)
         sent = every_kind(router)
         split = [after - b for after, b in zip(fleet.counts(fleet.a, fleet.b), before, strict=True)]
@@ -166,7 +168,7 @@ def test_sglang_router_routes_every_kind(services: Services, router_venv: Venv, 
 # ---- smg ------------------------------------------------------------------------------------
 
 
-def test_smg_routes_every_kind(smg: Service, fleet: Fleet, figures: dict[str, str]) -> None:
+def test_smg_routes_every_kind(smg: RunningServer, fleet: Fleet, figures: dict[str, str]) -> None:
     assert {w["url"] for w in routers.workers(smg)} == {fleet.a.url, fleet.b.url}
     before = fleet.counts(fleet.a, fleet.b)
     sent = every_kind(smg)
@@ -181,7 +183,9 @@ LONG_PREFIXES = [
 ]
 
 
-def test_smg_cache_aware_keeps_a_prefix_on_one_worker(smg: Service, fleet: Fleet, figures: dict[str, str]) -> None:
+def test_smg_cache_aware_keeps_a_prefix_on_one_worker(
+    smg: RunningServer, fleet: Fleet, figures: dict[str, str]
+) -> None:
     """Each group of requests shares a long prefix (a few hundred tokens) and differs only in a
     short question: the cache-aware policy sends a whole group to one worker, which then serves
     the prefix from its radix cache."""
@@ -190,14 +194,14 @@ def test_smg_cache_aware_keeps_a_prefix_on_one_worker(smg: Service, fleet: Fleet
     with httpx.Client(base_url=smg.url, timeout=REQUEST_TIMEOUT_S) as client:
         for prefix in LONG_PREFIXES:
             before = fleet.counts(fleet.a, fleet.b)
-            cached_before = [metric_total(s, "sglang:cached_tokens_total") for s in (fleet.a, fleet.b)]
+            cached_before = [s.metric_total("sglang:cached_tokens_total") for s in (fleet.a, fleet.b)]
             for question in questions:  # one at a time: load never outweighs the prefix match
                 generate(client, prefix + question)
             split = [after - b for after, b in zip(fleet.counts(fleet.a, fleet.b), before, strict=True)]
             splits.append(split)
             assert sorted(split) == [0, len(questions)], f"a shared prefix was split over workers: A/B {split}"
             chosen = (fleet.a, fleet.b)[split.index(len(questions))]
-            cached = metric_total(chosen, "sglang:cached_tokens_total") - cached_before[split.index(len(questions))]
+            cached = chosen.metric_total("sglang:cached_tokens_total") - cached_before[split.index(len(questions))]
             # Every request after the first reuses most of the prefix from that worker's cache.
             assert cached >= (len(questions) - 1) * 100, cached
     figures["smg cache aware"] = "; ".join(
@@ -238,15 +242,15 @@ def _send_generate(url: str, index: int, outcomes: Outcomes) -> None:
         outcomes.add(index, f"{type(exc).__name__}: {exc}")
 
 
-def _in_flight(server: Service) -> float:
+def _in_flight(server: RunningServer) -> float:
     """Requests the server holds (running and queued), from its upstream gauges."""
     try:
-        return metric_total(server, "sglang:num_running_reqs") + metric_total(server, "sglang:num_queue_reqs")
+        return server.metric_total("sglang:num_running_reqs") + server.metric_total("sglang:num_queue_reqs")
     except httpx.HTTPError:
         return 0.0
 
 
-def test_smg_worker_killed_mid_run(smg: Service, fleet: Fleet, figures: dict[str, str]) -> None:
+def test_smg_worker_killed_mid_run(smg: RunningServer, fleet: Fleet, figures: dict[str, str]) -> None:
     """B is killed (SIGKILL, no drain) while a burst of requests runs: at most the requests B
     held fail, smg takes B out of rotation, and every request after the kill succeeds."""
     burst = 8
@@ -297,7 +301,7 @@ def test_smg_worker_killed_mid_run(smg: Service, fleet: Fleet, figures: dict[str
     )
 
 
-def test_smg_worker_added_at_run_time(smg: Service, fleet: Fleet, figures: dict[str, str]) -> None:
+def test_smg_worker_added_at_run_time(smg: RunningServer, fleet: Fleet, figures: dict[str, str]) -> None:
     response = httpx.post(smg.url + "/workers", json={"url": fleet.c.url}, timeout=30)
     assert response.status_code in (200, 201, 202), response.text
     wait_until(lambda: fleet.c.url in routers.healthy_worker_urls(smg), timeout=60, what="C healthy in smg")

@@ -29,9 +29,10 @@ from typing import Any
 import httpx
 import pytest
 
+from sglang.ci.servers import RunningServer, ServerGroup
 from sglang.ci.suites import programs as programs_module
 
-from .services import Service, Services, start_server
+from .services import start_server
 from .upstream_programs import UPSTREAM_EXTRA
 from .venvs import UPSTREAM_SGLANG_VERSION, Venv
 
@@ -90,12 +91,12 @@ class UpstreamRun:
 
 
 @pytest.fixture(scope="module")
-def server(services: Services) -> Service:
+def server(services: ServerGroup) -> RunningServer:
     return start_server(services, api_key=API_KEY)
 
 
 @pytest.fixture(scope="module")
-def upstream_run(server: Service, upstream_venv: Venv, tmp_path_factory: pytest.TempPathFactory,
+def upstream_run(server: RunningServer, upstream_venv: Venv, tmp_path_factory: pytest.TempPathFactory,
                  figures: dict[str, str]) -> UpstreamRun:  # fmt: skip
     """Runs every runnable program in one upstream subprocess (the server loaded while the venv
     was being found or built); the server is stopped as soon as the run ends."""
@@ -122,7 +123,7 @@ def upstream_run(server: Service, upstream_venv: Venv, tmp_path_factory: pytest.
     return run
 
 
-def test_concate_and_append_request(server: Service) -> None:
+def test_concate_and_append_request(server: RunningServer) -> None:
     """The call upstream's client makes at `join("concate_and_append")`: answered 200 (a refusal
     would stop its program), and a malformed body still gets a 400 naming the field."""
     server.wait_ready()
