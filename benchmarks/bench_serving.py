@@ -11,7 +11,8 @@ length with a long-tailed output length, capped at `--max-tokens`). Requests are
     # against a running server
     .venv/bin/python benchmarks/bench_serving.py --base-url http://127.0.0.1:30000 \\
         --num-prompts 64 --concurrency 8 --max-tokens 64
-    # no --base-url: starts `sglang serve` on a free port, benchmarks it, stops it
+    # no --base-url: starts `sglang serve` on a free port (through `sglang.ci.servers`, whose
+    # $SGLANG_TEST_STARTUP_TIMEOUT bounds its start), benchmarks it, stops it
     .venv/bin/python benchmarks/bench_serving.py
     # ours vs a peer (`transformers serve`, or vLLM), at concurrency 1, 8 and 32
     .venv/bin/python benchmarks/bench_serving.py --compare [--peer vllm --peer-python /tmp/vllm/bin/python]
@@ -25,9 +26,6 @@ import json
 import math
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -38,6 +36,8 @@ from typing import Any
 
 import httpx
 import numpy as np
+
+from sglang.ci.servers import DONE, LaunchSpec, free_port, launched, serve_spec, sse_payload
 
 # -- synthetic prompts ---------------------------------------------------------------------------
 
@@ -156,12 +156,11 @@ async def send_request(
                 result.error = f"HTTP {response.status_code}: {(await response.aread())[:300]!r}"
                 return result
             async for line in response.aiter_lines():
-                if not line.startswith("data:"):
+                chunk = sse_payload(line)
+                if chunk is None:
                     continue
-                data = line[5:].strip()
-                if data == "[DONE]":
+                if chunk == DONE:
                     break
-                chunk = json.loads(data)
                 now = time.perf_counter()
                 if chunk_text(chunk):
                     if chunks == 0:
@@ -313,60 +312,30 @@ def print_report(title: str, m: dict[str, Any]) -> None:
 # -- servers this script starts ------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(base_url: str, process: subprocess.Popen, timeout_s: float, api_key: str | None = None) -> None:
-    """Polls GET /v1/models until 200; fails if the process exits or the deadline passes."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with code {process.returncode} before it was ready")
-        try:
-            if httpx.get(f"{base_url}/v1/models", headers=headers, timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"the server at {base_url} was not ready within {timeout_s:.0f} s")
-
-
 @contextmanager
-def started_server(command: list[str], port: int, log_path: Path, env: dict[str, str] | None = None,
-                   timeout_s: float = 600.0) -> Iterator[str]:  # fmt: skip
-    """Runs `command` (a server listening on `port`) until the block ends; yields its base URL."""
-    print(f"starting: {' '.join(command)}  (log: {log_path})", flush=True)
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(base_url, process, timeout_s)
-        yield base_url
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
+def started_server(spec: LaunchSpec, log_dir: Path) -> Iterator[str]:
+    """A ready server of `spec` (logged under `log_dir`) for the length of the block, stopped when
+    it ends however it ends; yields its base URL."""
+    print(f"starting {spec.name}: {' '.join(spec.argv)}  (log in {log_dir})", flush=True)
+    with launched(spec, log_dir) as server:
+        yield server.url
 
 
-def our_server_command(port: int, extra: list[str]) -> list[str]:
-    sglang = Path(sys.executable).with_name("sglang")
-    launcher = [str(sglang)] if sglang.exists() else [sys.executable, "-m", "sglang.cli"]
-    return [*launcher, "serve", "--device", "cpu", "--port", str(port), "--log-level", "warning", *extra]
+def our_server(name: str, extra: list[str], env: dict[str, str] | None = None, **fields: Any) -> LaunchSpec:
+    """Our `sglang serve` on cpu with `extra` flags (torch's thread count unless they set one)."""
+    return serve_spec(*extra, device="cpu", cpu_threads=None, log_level="warning", name=name, env=env, **fields)
 
 
 TRANSFORMERS_CB_LIMITS = ("--cb-block-size", "32", "--cb-num-blocks", "512", "--cb-max-batch-tokens", "1024")
 """`transformers serve --continuous-batching` sizes its KV cache from free memory by default (it
 took 11 GB and was OOM-killed on a 24 GB machine); 16k tokens are plenty here."""
+
+
+def peer_server(peer: str, model_dir: str, peer_python: str | None, timeout_s: float) -> LaunchSpec:
+    """The peer serving `model_dir` on a free loopback port."""
+    port = free_port()
+    argv, env = peer_command(peer, port, model_dir, peer_python)
+    return LaunchSpec(tuple(argv), port, name=f"bench-{peer}", env=env, startup_timeout_s=timeout_s)
 
 
 def peer_command(peer: str, port: int, model_dir: str, peer_python: str | None) -> tuple[list[str], dict[str, str]]:
@@ -423,9 +392,7 @@ def run_single(args: argparse.Namespace) -> dict[str, Any]:
         metrics = bench_one(args, args.base_url, model, args.concurrency, args.num_prompts, args.ignore_eos)
         print_report("Serving Benchmark Result", metrics)
         return metrics
-    port = free_port()
-    log = Path(args.log_dir) / f"bench-sglang-{port}.log"
-    with started_server(our_server_command(port, args.our_args.split()), port, log) as base_url:
+    with started_server(our_server("bench-sglang", args.our_args.split()), Path(args.log_dir)) as base_url:
         model = args.model or served_model(base_url)
         warm_up(base_url, model, args.endpoint)
         metrics = bench_one(args, base_url, model, args.concurrency, args.num_prompts, args.ignore_eos)
@@ -456,14 +423,12 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
     One server at a time: on a small machine two would compete for the same cores."""
     levels = [int(c) for c in args.compare_concurrency.split(",")]
     log_dir = Path(args.log_dir)
-    port = free_port()
-    with started_server(our_server_command(port, args.our_args.split()), port, log_dir / "bench-ours.log") as url:
+    with started_server(our_server("bench-ours", args.our_args.split()), log_dir) as url:
         info = httpx.get(f"{url}/get_model_info", timeout=30).json()
         model_dir = args.peer_model or info["tokenizer_path"]
         ours = bench_levels(args, "sglang (ours)", url, levels)
-    port = free_port()
-    command, env = peer_command(args.peer, port, model_dir, args.peer_python)
-    with started_server(command, port, log_dir / f"bench-{args.peer}.log", env, args.peer_timeout) as url:
+    peer_spec = peer_server(args.peer, model_dir, args.peer_python, args.peer_timeout)
+    with started_server(peer_spec, log_dir) as url:
         peer = bench_levels(args, args.peer, url, levels)
     print_comparison(args.peer, levels, ours, peer)
     return {"ours": ours, "peer": peer, "peer_name": args.peer, "model_dir": model_dir}
