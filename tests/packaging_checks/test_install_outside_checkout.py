@@ -100,7 +100,8 @@ def installed(tmp_path_factory) -> Iterator[Installed]:
     # snapshot the installed tree is compared with.
     start = time.monotonic()
     source = base / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCES))
+    # Links stay links (`sglang/runtime` -> `../runtime`), as in a clone.
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SOURCES))
     timings["copy"] = time.monotonic() - start
 
     step("venv", [sys.executable, "-m", "venv", str(venv)])
