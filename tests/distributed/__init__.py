@@ -1,0 +1,1 @@
+"""Tensor-parallel tests: ranks are real processes joined over gloo on loopback."""

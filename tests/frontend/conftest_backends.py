@@ -21,28 +21,19 @@ that needs it, with the log's tail.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import sglang as sgl
+from sglang.ci.servers import CPU_THREADS, DEVICE, RunningServer, launch, serve_spec
 from sglang.ci.suites.programs import Feature
 
-DEVICE = os.environ.get("SGLANG_TEST_DEVICE") or "cpu"
-CPU_THREADS = int(os.environ.get("SGLANG_CPU_THREADS") or 1)
-"""On a shared 2-core machine one torch thread per runtime is faster than two that contend."""
 MAX_TOTAL_TOKENS = 16384
-STARTUP_TIMEOUT_S = float(os.environ.get("SGLANG_PROGRAM_SUITE_STARTUP_TIMEOUT") or 300)
+FINISHED_REQUESTS_METRIC = "sglang_requests_total"
+"""The server's finished-request counter (all finish reasons)."""
 API_KEY = "sk-program-suite"
 
 
@@ -83,86 +74,11 @@ REFERENCE_BACKEND = "endpoint"
 """Heavy programs run by default on this backend only, elsewhere under `-m slow`."""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class LiveServer:
-    """One `sglang serve` subprocess of ours; its output goes to `log_path`."""
-
-    process: subprocess.Popen
-    port: int
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @classmethod
-    def start(cls, log_dir: Path) -> LiveServer:
-        port = _free_port()
-        log_path = log_dir / f"program-suite-server-{port}.log"
-        script = Path(sys.executable).with_name("sglang")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "sglang.cli"]
-        command += ["serve", "--device", DEVICE, "--port", str(port), "--max-total-tokens", str(MAX_TOTAL_TOKENS)]
-        command += ["--api-key", API_KEY, "--log-level", "warning"]
-        if DEVICE == "cpu":
-            command += ["--cpu-threads", str(CPU_THREADS)]
-        with open(log_path, "wb") as log:
-            # Its own process group, so a kill after a failed drain takes the engine's children too.
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        return cls(process, port, log_path)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        raise RuntimeError(f"the server was not ready after {timeout:.0f} s:\n{self.log_tail()}")
-
-    def model_name(self) -> str:
-        response = httpx.get(self.url + "/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
-        response.raise_for_status()
-        return response.json()["data"][0]["id"]
-
-    def requests_finished(self) -> float:
-        """The server's finished-request counter (all finish reasons) from /metrics."""
-        text = httpx.get(self.url + "/metrics", timeout=30).text
-        return sum(
-            float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("sglang_requests_total{")
-        )
-
-    def stop(self, timeout: float = 60) -> None:
-        """SIGTERM (a graceful drain), then SIGKILL of its process group if it outlives `timeout`."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-
-
 @dataclass
 class SuiteRuntimes:
     """The session's server and engine (each None when no collected test needs it)."""
 
-    server: LiveServer | None = None
+    server: RunningServer | None = None
     engine: Any = None  # sglang.Engine
     backends: dict[str, Any] = field(default_factory=dict)
 
@@ -210,7 +126,9 @@ def suite_runtimes(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     log_dir = tmp_path_factory.mktemp("program-suite")
     try:
         if needed - {"engine"}:
-            runtimes.server = LiveServer.start(log_dir)  # loads while the engine below loads
+            flags = ("--max-total-tokens", str(MAX_TOTAL_TOKENS))
+            spec = serve_spec(*flags, api_key=API_KEY, log_level="warning", name="program-suite-server")
+            runtimes.server = launch(spec, log_dir, wait=False)  # loads while the engine below loads
         if "engine" in needed:
             runtimes.engine = sgl.Engine(
                 device=DEVICE, max_total_tokens=MAX_TOTAL_TOKENS, log_level="warning",

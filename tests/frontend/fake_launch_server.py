@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fake_servers import FakeSGLangServer
+from .fake_servers import FakeSGLangServer
 
 
 def main() -> None:

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_servers import FakeOpenAIServer, FakeSGLangServer
-from scripted_backend import ScriptedBackend
 
 import sglang as sgl
 from sglang.frontend.backend.base import Prompt
+
+from .fake_servers import FakeOpenAIServer, FakeSGLangServer
+from .scripted_backend import ScriptedBackend
 
 
 class RecordingBackend(ScriptedBackend):

@@ -7,9 +7,10 @@ import threading
 import time
 
 import pytest
-from scripted_backend import ScriptedBackend
 
 import sglang as sgl
+
+from .scripted_backend import ScriptedBackend
 
 PREAMBLE = "You are a terse assistant; reply with one word only, no punctuation at all.\n"
 

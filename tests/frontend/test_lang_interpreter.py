@@ -6,10 +6,11 @@ import threading
 import time
 
 import pytest
-from scripted_backend import ScriptedBackend
 
 import sglang as sgl
 from sglang.frontend.sampling_params import SamplingParams
+
+from .scripted_backend import ScriptedBackend
 
 
 def finishes_within(seconds: float, fn):

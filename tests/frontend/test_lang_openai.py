@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from fake_servers import FakeOpenAIServer, char_logprob
 
 import sglang as sgl
+
+from .fake_servers import FakeOpenAIServer, char_logprob
 
 
 @pytest.fixture

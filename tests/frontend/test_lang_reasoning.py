@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from scripted_backend import ScriptedBackend
 
 import sglang as sgl
 from sglang.frontend.reasoning import split_reasoning
+
+from .scripted_backend import ScriptedBackend
 
 
 def test_split_reasoning_formats():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import sglang as sgl
 from sglang.frontend.backend.runtime import server_flags
 from sglang.frontend.config import resolve_backend
 
-HERE = str(Path(__file__).parent)
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_server_flags():
@@ -22,8 +21,9 @@ def test_server_flags():
 
 @pytest.fixture
 def fake_server_module(monkeypatch):
-    monkeypatch.setattr(sgl.Runtime, "server_module", "fake_launch_server")
-    monkeypatch.setenv("PYTHONPATH", HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # `python -m tests.frontend.fake_launch_server` finds the tests package from its working folder.
+    monkeypatch.setattr(sgl.Runtime, "server_module", "tests.frontend.fake_launch_server")
+    monkeypatch.chdir(REPO_ROOT)
 
 
 def test_runtime_starts_the_server_and_programs_run_on_it(fake_server_module):

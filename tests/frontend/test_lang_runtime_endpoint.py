@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from fake_servers import FakeSGLangServer
 
 import sglang as sgl
 from sglang.frontend.backend.native import choice_token_logprobs
 from sglang.frontend.jinja_template import JinjaChatTemplate
 from sglang.frontend.sampling_params import REGEX_INT
+
+from .fake_servers import FakeSGLangServer
 
 PROMPT = "Q: pick\nA:"
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from scripted_backend import ScriptedBackend
 
 import sglang as sgl
+
+from .scripted_backend import ScriptedBackend
 
 
 def test_gens_with_stops_reuse_one_speculated_continuation():

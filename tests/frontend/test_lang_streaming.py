@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from scripted_backend import ScriptedBackend
 
 import sglang as sgl
+
+from .scripted_backend import ScriptedBackend
 
 
 @sgl.function

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from scripted_backend import ScriptedBackend
 
 import sglang as sgl
 from sglang.frontend.ir import SglArgument, SglConstantText, SglFork, SglGen, SglJoin, SglRoleBegin, SglVariable
 from sglang.frontend.tracer import extract_prefix
+
+from .scripted_backend import ScriptedBackend
 
 
 @sgl.function

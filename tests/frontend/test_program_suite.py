@@ -23,12 +23,13 @@ import json
 from collections import defaultdict
 from typing import Any
 
-import conftest_backends
 import pytest
-from conftest_backends import BACKENDS, REFERENCE_BACKEND, SuiteRuntimes
 
 import sglang as sgl
 from sglang.ci.suites.programs import PROGRAMS, Feature, ProgramCase, few_shot_qa, true_or_false
+
+from . import conftest_backends
+from .conftest_backends import BACKENDS, FINISHED_REQUESTS_METRIC, REFERENCE_BACKEND, SuiteRuntimes
 
 # The session fixtures (a helper module's fixtures are visible where they are module attributes).
 suite_runtimes = conftest_backends.suite_runtimes
@@ -93,7 +94,7 @@ def test_select_request_count(
         hooks = backend.http._client.event_hooks
         monkeypatch.setitem(hooks, "request", [*hooks["request"], log.on_http])
     server = suite_runtimes.server if backend_name != "engine" else None
-    finished_before = server.requests_finished() if server is not None else 0.0
+    finished_before = server.metric_total(FINISHED_REQUESTS_METRIC) if server is not None else 0.0
 
     state = true_or_false.run(statement="The capital of Germany is Berlin.", backend=backend)
     assert state["answer"] in ("True", "False", "Unknown")
@@ -115,7 +116,7 @@ def test_select_request_count(
     if server is not None:
         # The server agrees: one finished request per text (the prefill's, and one per choice).
         expected = len(texts) + (1 if backend_name == "endpoint" else 0)
-        assert server.requests_finished() - finished_before == expected
+        assert server.metric_total(FINISHED_REQUESTS_METRIC) - finished_before == expected
 
 
 # ---- the declared limits are real ---------------------------------------------------------------

@@ -8,11 +8,12 @@ from pathlib import Path
 import gguf
 import pytest
 import torch
-from gguf_synth import Shape, random_state_dict, write_gguf
 
 from sglang.runtime.loader import ModelSource, cache_root, open_model_source
 from sglang.runtime.loader.cache import entry_name, publish
 from sglang.runtime.loader.gguf_file import GGUFFile
+
+from .gguf_synth import Shape, random_state_dict, write_gguf
 
 
 def _refuse(*args: object, **kwargs: object) -> None:

@@ -12,10 +12,11 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from gguf_synth import Shape, random_state_dict, write_gguf
 
 from sglang.runtime.loader import CorruptCheckpointError, UnsupportedModelError, open_model_source
 from sglang.runtime.loader.gguf_tensors import unpermute_qk
+
+from .gguf_synth import Shape, random_state_dict, write_gguf
 
 SHAPES = {
     "llama-tied": Shape(),
@@ -51,7 +52,7 @@ def test_round_trip_recovers_hf_state_dict(key: str, tmp_path: Path) -> None:
 
 
 def test_unpermute_inverts_llama_cpp_permute() -> None:
-    from gguf_synth import llama_cpp_permute
+    from .gguf_synth import llama_cpp_permute
 
     w = torch.arange(4 * 16 * 3, dtype=torch.float32).reshape(64, 3)
     assert torch.equal(unpermute_qk(llama_cpp_permute(w, 4), 4), w)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gguf_synth import Shape, random_state_dict, write_gguf
 
 from sglang.runtime.loader import ModelSource, open_model_source
 from sglang.runtime.loader.gguf_file import GGUFFile
 from sglang.runtime.loader.tokenizer import can_build_fast
+
+from .gguf_synth import Shape, random_state_dict, write_gguf
 
 MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 # transformers 5.24's GGUF tokenizer on the chat-templated prompt (ChatML, default system prompt).

@@ -14,9 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_harness import (  # noqa: F401  (re-exported for modules that import them from conftest)
-    CPU_THREADS,
-    DEVICE,
+
+from sglang.ci.servers import CPU_THREADS, DEVICE
+from sglang.runtime.detokenizer import Detokenizer
+from sglang.runtime.loader import EmbeddedModelMissingError, embedded_model_path
+from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.scheduler.process import build_scheduler
+from sglang.runtime.server_args import ServerArgs
+
+from .runtime_harness import (  # noqa: F401  (re-exported for modules that import them from conftest)
     SHARED_KV_TOKENS,
     Runtime,
     chat_prompt,
@@ -25,12 +31,6 @@ from runtime_harness import (  # noqa: F401  (re-exported for modules that impor
     model_threads,
     token_ids_of,
 )
-
-from sglang.runtime.detokenizer import Detokenizer
-from sglang.runtime.loader import EmbeddedModelMissingError, embedded_model_path
-from sglang.runtime.loader.tokenizer import load_tokenizer
-from sglang.runtime.scheduler.process import build_scheduler
-from sglang.runtime.server_args import ServerArgs
 
 
 @pytest.fixture(scope="session")

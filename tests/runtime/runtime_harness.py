@@ -1,25 +1,24 @@
 """Helpers for runtime tests on the embedded model (SmolLM2-135M-Instruct): prompts, requests
 as the tokenizer manager sends them, and an in-process scheduler driven step by step.
 
-Test modules import from here (`from runtime_harness import ...`), not from conftest.py: with
-several test folders on one command line, the module name `conftest` may be another folder's.
+Test modules import from here (`from .runtime_harness import ...`), not from conftest.py, whose
+fixtures pytest hands them by name.
 
-The device is `$SGLANG_TEST_DEVICE`, else cpu. On cpu the model runs on `$SGLANG_CPU_THREADS`
-torch threads, else one: on a shared 2-core machine one thread is several times faster than two
-that contend with other processes (measured on such a machine).
+The device and the cpu thread count are the launcher's (`sglang.ci.servers`: `$SGLANG_TEST_DEVICE`,
+else cpu; `$SGLANG_CPU_THREADS`, else one), so in-process runtimes and servers run alike.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from sglang.ci.servers import CPU_THREADS
 from sglang.runtime.detokenizer import Detokenizer
 from sglang.runtime.io_struct import GenerateRequest, LogprobRequest, TextUpdate, TokenBatch
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
@@ -28,8 +27,6 @@ from sglang.runtime.sampling_params import SamplingParams
 from sglang.runtime.scheduler.process import ReadyInfo
 from sglang.runtime.scheduler.scheduler import Scheduler
 
-DEVICE = os.environ.get("SGLANG_TEST_DEVICE") or "cpu"
-CPU_THREADS = int(os.environ.get("SGLANG_CPU_THREADS") or 1)
 SHARED_KV_TOKENS = 8192
 QUESTION = "What is the capital of France?"
 CORPUS = (

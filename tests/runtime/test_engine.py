@@ -13,11 +13,13 @@ import time
 from typing import Any
 
 import pytest
-from runtime_harness import CPU_THREADS, DEVICE, QUESTION
 
+from sglang.ci.servers import CPU_THREADS, DEVICE
 from sglang.runtime.engine import Engine
 from sglang.runtime.generate_input import InvalidRequestError
 from sglang.runtime.tokenizer_manager import EngineDeadError
+
+from .runtime_harness import QUESTION
 
 GREEDY = {"temperature": 0.0, "max_new_tokens": 8}
 ANSWER = "The capital of France is Paris."

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -26,14 +24,12 @@ from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
 from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.distributed.group import TPGroup, using_tp_group
 from sglang.runtime.graph_runner import GraphRunner, RuntimeGraphCapturer, pad_decode
-from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.model_runner import ModelRunner, StepInputs
-from sglang.runtime.models.decoder import DecoderForCausalLM
 from sglang.runtime.server_args import ServerArgs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vendors import flashinfer_standin
-from vendors.standin import Recorder, installed
+from ..tiny_decoder import cpu_platform_with, tiny_llama_decoder
+from ..vendors import flashinfer_standin
+from ..vendors.standin import Recorder, installed
 
 BUCKETS = BucketPolicy((1, 2, 4, 8))
 NUM_SLOTS = 256
@@ -57,35 +53,6 @@ class RecordingRuntime(DeviceRuntime):
             return fn()
 
         return replay
-
-
-def _platform(runtime: DeviceRuntime) -> CpuPlatform:
-    class Recording(CpuPlatform):
-        pass
-
-    Recording.runtime = runtime
-    return Recording()
-
-
-def _model() -> DecoderForCausalLM:
-    config = ModelConfig.from_dict(
-        {
-            "architectures": ["LlamaForCausalLM"],
-            "hidden_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "intermediate_size": 96,
-            "vocab_size": 97,
-            "max_position_embeddings": 128,
-            "tie_word_embeddings": False,
-        }
-    )
-    model = DecoderForCausalLM(config, torch.float32)
-    gen = torch.Generator().manual_seed(0)
-    for param in model.parameters():
-        param.data = torch.randn(param.shape, generator=gen) * 0.2
-    return model
 
 
 @pytest.fixture
@@ -127,11 +94,15 @@ def _generate(runner: ModelRunner, prompts: list[list[int]], steps: int) -> list
 
 def test_same_tokens_with_and_without_capture(flashinfer_backend) -> None:
     backend_cls, recorder = flashinfer_backend
-    model = _model()
+    model = tiny_llama_decoder()
     prompts = [[5, 9, 13, 2, 7], [3, 3], [11, 40, 8, 1, 60, 33, 2]]
     runtime = RecordingRuntime()
-    eager = ModelRunner(model, _platform(DeviceRuntime()), NUM_SLOTS, backend_cls(4, 2, 16, torch.float32, "cpu"))
-    graphed = ModelRunner(model, _platform(runtime), NUM_SLOTS, backend_cls(4, 2, 16, torch.float32, "cpu"), BUCKETS)
+    eager = ModelRunner(
+        model, cpu_platform_with(DeviceRuntime()), NUM_SLOTS, backend_cls(4, 2, 16, torch.float32, "cpu")
+    )
+    graphed = ModelRunner(
+        model, cpu_platform_with(runtime), NUM_SLOTS, backend_cls(4, 2, 16, torch.float32, "cpu"), BUCKETS
+    )
     assert eager.graph_runner is None and graphed.graph_runner is not None
 
     for buffer in (*eager.kv_buffers, *graphed.kv_buffers):
@@ -162,7 +133,7 @@ def test_bucket_choice(flashinfer_backend) -> None:
     backend = backend_cls(4, 2, 16, torch.float32, "cpu")
     limits = CaptureLimits.for_pool(max_batch=8, num_slots=NUM_SLOTS, max_seq_len=64)
     runner = GraphRunner(
-        _model(), backend, RuntimeGraphCapturer(RecordingRuntime()), BUCKETS, limits, torch.device("cpu")
+        tiny_llama_decoder(), backend, RuntimeGraphCapturer(RecordingRuntime()), BUCKETS, limits, torch.device("cpu")
     )
 
     def decode(lens):
@@ -179,10 +150,10 @@ def test_bucket_choice(flashinfer_backend) -> None:
 
 
 def test_backend_without_capture_runs_eagerly() -> None:
-    model = _model()
+    model = tiny_llama_decoder()
     runner = ModelRunner(
         model,
-        _platform(RecordingRuntime()),
+        cpu_platform_with(RecordingRuntime()),
         NUM_SLOTS,
         ReferenceAttention(4, 2, 16, torch.float32, torch.device("cpu")),
         BUCKETS,
@@ -212,9 +183,9 @@ def test_platform_bucket_capabilities() -> None:
 def test_traced_steps_stay_off_under_tensor_parallelism(caplog) -> None:
     """A TorchScript trace cannot record a `torch.distributed` collective (tracing one raises), so
     the cpu runtime's captures are off in a group of more than one rank, and on in a group of one."""
-    model = _model()
+    model = tiny_llama_decoder()
     backend = PoolDecodeAttention(4, 2, 16, torch.float32, torch.device("cpu"))
-    platform = _platform(TracedDecodeRuntime())
+    platform = cpu_platform_with(TracedDecodeRuntime())
     assert ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).graph_runner is not None
     with using_tp_group(TPGroup(0, 2, SingleProcessCommunicator())), caplog.at_level(logging.INFO):
         assert ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).graph_runner is None

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import torch
-from runtime_harness import Runtime, corpus_ids, make_request, token_ids_of
 
 from sglang import ops
 from sglang.ops.attention import AttentionInputs
@@ -21,6 +20,8 @@ from sglang.ops.rotary import RopeScaling, RotaryTable
 from sglang.runtime.model_runner import ModelRunner, StepInputs, _shift_table
 from sglang.runtime.scheduler.kv_concat import ConcatInput, concat_cached_branches
 from sglang.runtime.scheduler.scheduler import Scheduler
+
+from .runtime_harness import Runtime, corpus_ids, make_request, token_ids_of
 
 
 def kv_of(scheduler: Scheduler, slots: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:

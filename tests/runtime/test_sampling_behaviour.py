@@ -8,10 +8,11 @@ import math
 from collections import Counter
 
 import pytest
-from runtime_harness import Runtime, chat_prompt, make_request, token_ids_of
 
 from sglang.runtime.io_struct import LogprobRequest
 from sglang.runtime.scheduler.req import Req
+
+from .runtime_harness import Runtime, chat_prompt, make_request, token_ids_of
 
 STORY = "Write a story about a dragon."
 EOS = 2

@@ -7,11 +7,12 @@ import dataclasses
 import random
 
 import pytest
-from runtime_harness import Runtime, chat_prompt, corpus_ids, make_request
 
 from sglang.runtime.io_struct import GenerateRequest, LogprobRequest
 from sglang.runtime.scheduler.policy import common_prefix_len
 from sglang.runtime.scheduler.scheduler import Scheduler
+
+from .runtime_harness import Runtime, chat_prompt, corpus_ids, make_request
 
 
 def assert_kv_accounted(scheduler: Scheduler) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from runtime_harness import Runtime, chat_prompt, corpus_ids, make_request, model_threads
 
 from sglang.ops.attention import AttentionInputs
 from sglang.runtime.io_struct import LogprobRequest
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_runner import ModelRunner, StepInputs
+
+from .runtime_harness import Runtime, chat_prompt, corpus_ids, make_request, model_threads
 
 ATOL = 1e-2
 """Decoding token by token and one prefill of the whole sequence compute differently: the session

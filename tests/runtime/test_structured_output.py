@@ -7,7 +7,8 @@ import json
 import re
 
 import jsonschema
-from runtime_harness import Runtime, chat_prompt, make_request
+
+from .runtime_harness import Runtime, chat_prompt, make_request
 
 PERSON = {
     "type": "object",

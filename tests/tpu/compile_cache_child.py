@@ -1,5 +1,6 @@
 """Child process of the compilation-cache test: one tiny model, one prefill step, on XLA:CPU.
-Prints the step's compile record as JSON. Run as `python -m tpu.compile_cache_child DIR` from tests/."""
+Prints the step's compile record as JSON. Run as `python -m tests.tpu.compile_cache_child DIR` from the
+repository root."""
 
 from __future__ import annotations
 

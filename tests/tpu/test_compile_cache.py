@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _start(cache: Path, models: Path) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "SGLANG_JAX_CACHE_DIR": str(cache)}
     result = subprocess.run(
-        [sys.executable, "-m", "tpu.compile_cache_child", str(models)],
-        cwd=TESTS_DIR, env=env, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "tests.tpu.compile_cache_child", str(models)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

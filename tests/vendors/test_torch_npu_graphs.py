@@ -18,14 +18,12 @@ import torch
 from sglang import ops
 from sglang.ops.attention import AttentionInputs, AttentionMetadata, CaptureLimits, ReferenceAttention
 from sglang.ops.binding import resolve
-from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.platforms.device_runtime import GRAPH_WARMUP_RUNS, DeviceRuntime
 from sglang.platforms.npu.runtime import NpuRuntime
 from sglang.runtime.batch_buckets import BucketPolicy
-from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.model_runner import ModelRunner, StepInputs
-from sglang.runtime.models.decoder import DecoderForCausalLM
 
+from ..tiny_decoder import cpu_platform_with, tiny_llama_decoder
 from .standin import ContractError, Recorder, installed
 from .torch_npu_standin import build
 
@@ -140,35 +138,6 @@ class StaticDecodeAttention(ReferenceAttention):
         return torch.einsum("bhl,blhd->bhd", scores.softmax(-1), values).to(q.dtype), kv_buffer
 
 
-def _platform(runtime: DeviceRuntime) -> CpuPlatform:
-    class NpuRuntimeOnHostTensors(CpuPlatform):
-        pass
-
-    NpuRuntimeOnHostTensors.runtime = runtime
-    return NpuRuntimeOnHostTensors()
-
-
-def _model() -> DecoderForCausalLM:
-    config = ModelConfig.from_dict(
-        {
-            "architectures": ["LlamaForCausalLM"],
-            "hidden_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "intermediate_size": 96,
-            "vocab_size": 97,
-            "max_position_embeddings": 128,
-            "tie_word_embeddings": False,
-        }
-    )
-    model = DecoderForCausalLM(config, torch.float32)
-    gen = torch.Generator().manual_seed(0)
-    for param in model.parameters():
-        param.data = torch.randn(param.shape, generator=gen) * 0.2
-    return model
-
-
 def _step(tokens: list[list[int]], new: list[int]) -> StepInputs:
     """Each sequence's tokens so far; `new[i]` of them are new in this step."""
     ids = [t for seq, n in zip(tokens, new) for t in seq[len(seq) - n :]]
@@ -194,14 +163,14 @@ def _generate(runner: ModelRunner, prompts: list[list[int]], steps: int) -> list
 
 
 def test_same_tokens_with_and_without_npu_graphs(npu) -> None:
-    model = _model()
+    model = tiny_llama_decoder()
     prompts = [[5, 9, 13, 2, 7], [3, 3], [11, 40, 8, 1, 60, 33, 2]]
 
     def backend() -> StaticDecodeAttention:
         return StaticDecodeAttention(4, 2, 16, torch.float32, torch.device("cpu"))
 
-    eager = ModelRunner(model, _platform(DeviceRuntime()), NUM_SLOTS, backend())
-    graphed = ModelRunner(model, _platform(NpuRuntime()), NUM_SLOTS, backend(), BUCKETS)
+    eager = ModelRunner(model, cpu_platform_with(DeviceRuntime()), NUM_SLOTS, backend())
+    graphed = ModelRunner(model, cpu_platform_with(NpuRuntime()), NUM_SLOTS, backend(), BUCKETS)
     assert eager.graph_runner is None and graphed.graph_runner is not None
 
     for buffer in (*eager.kv_buffers, *graphed.kv_buffers):
@@ -223,7 +192,7 @@ def test_npu_attention_keeps_decode_graphs_off_and_says_why(npu, caplog) -> None
     backend = attention(4, 2, 16, torch.float32, torch.device("cpu"))
     backend.page_size = 16
     with caplog.at_level(logging.INFO, logger="sglang.runtime.model_runner"):
-        runner = ModelRunner(_model(), _platform(NpuRuntime()), NUM_SLOTS, backend, BUCKETS)
+        runner = ModelRunner(tiny_llama_decoder(), cpu_platform_with(NpuRuntime()), NUM_SLOTS, backend, BUCKETS)
     assert runner.graph_runner is None
     assert "decode graphs off: torch_npu's fused infer attention takes sequence lengths as host lists" in caplog.text
     assert "NPUGraph.capture_begin" not in npu.names()

@@ -1,0 +1,1 @@
+"""Tests of the conformance tooling: the device matrix and the test-server launcher."""

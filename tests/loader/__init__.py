@@ -1,0 +1,1 @@
+"""Tests of the model loader: GGUF (synthetic and embedded), safetensors, tokenizers, caches."""

@@ -1,0 +1,1 @@
+"""Tests of the op references and of op selection."""

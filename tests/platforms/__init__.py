@@ -1,0 +1,1 @@
+"""Tests of platform declarations, availability and out-of-tree registration."""
