@@ -2,9 +2,9 @@
 and decode graphs through torch_npu's aclgraph capture.
 
 `torch_npu.npu.NPUGraph` and the `torch_npu.npu.graph(npu_graph, pool=None, stream=None, ...)`
-context mirror `torch.cuda.CUDAGraph` and `torch.cuda.graph` (torch_npu's `npu/graphs.py`): work
-queued on the capture stream inside the context is recorded, and `replay()` launches it again
-over the same device addresses. `torch_npu` is imported only when a method runs.
+context mirror `torch.cuda.CUDAGraph` and `torch.cuda.graph` (module `torch_npu.npu.graphs`):
+work queued on the capture stream inside the context is recorded, and `replay()` launches it
+again over the same device addresses. `torch_npu` is imported only when a method runs.
 """
 
 from __future__ import annotations
