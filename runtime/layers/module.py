@@ -2,8 +2,8 @@
 
 torch's `Module.__call__` consults the global and the module's hook tables before and after
 every `forward`. A batch-1 decode step of the embedded 30-layer model makes about 275 module
-calls, and on a 2-core CPU that bookkeeping measured 1.1-1.4 ms of a 15-18 ms step (interleaved
-runs in one process, identical logits). No layer here uses hooks, so they are refused rather
+calls, and on a CPU that bookkeeping is a measurable share of the step (the figure is in
+`benchmarks/README.md`, "Measured costs"). No layer here uses hooks, so they are refused rather
 than silently skipped.
 """
 

@@ -10,7 +10,7 @@ layer's weight for a quantized one, from either
 A tied lm_head keeps sharing the embedding's weight. The model's ops see the weight through
 `ops.linear` / `ops.embedding`, whose candidates declare the formats they serve.
 `prime_quantized_layers` then calls each quantized layer once, so that what a kernel builds on
-first use (the cpu kernels' weight records, 0.2 s for the embedded model) is built at load.
+first use (the cpu kernels' weight records) is built at load, not in the first request.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """An opened GGUF file: the reader, its metadata as plain Python values, and its tensor index.
 
 `gguf.GGUFReader` memory-maps the file; parsing the metadata (mostly the 49k-entry vocabulary of
-the embedded model) is the slow part of opening it (2.5-13 s on a loaded 2-core machine), so one
-`GGUFFile` is opened per conversion and shared by the config, tensor and tokenizer steps.
+the embedded model) is the slow part of opening it (seconds; `benchmarks/README.md`, "Measured
+costs"), so one `GGUFFile` is opened per conversion and shared by the config, tensor and
+tokenizer steps.
 """
 
 from __future__ import annotations

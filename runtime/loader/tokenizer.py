@@ -3,10 +3,11 @@
 A GGUF file has no tokenizer.json; it stores the vocabulary, merges, token types, special token ids
 and chat template as metadata under llama.cpp's key names. For byte-level BPE vocabularies
 (`tokenizer.ggml.model == "gpt2"`, the Llama-3/Qwen/SmolLM family) with a pre-tokenizer listed in
-`_PRE_TOKENIZERS`, the tokenizer is built here directly with `tokenizers` (well under a second);
-anything else is handed to transformers' own GGUF tokenizer conversion (correct, but it re-parses the
-file: 5-13 s). Either way the result is saved as ordinary tokenizer files next to the converted
-weights, so later starts load it like any Hugging Face tokenizer.
+`_PRE_TOKENIZERS`, the tokenizer is built here directly with `tokenizers`; anything else is
+handed to transformers' own GGUF tokenizer conversion (correct, but it re-parses the file, which
+takes seconds: `benchmarks/README.md`, "Measured costs"). Either way the result is saved as
+ordinary tokenizer files next to the converted weights, so later starts load it like any Hugging
+Face tokenizer.
 
 The pre-tokenizer (how text is split before BPE) is not in the vocabulary; llama.cpp names it in
 `tokenizer.ggml.pre`, and `_PRE_TOKENIZERS` reproduces llama.cpp's regexes for the names it knows.

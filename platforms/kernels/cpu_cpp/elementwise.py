@@ -1,8 +1,9 @@
 """The cpu_cpp family's float32 norm, rotary and activation ops: one C++ loop each.
 
 At decode these ops touch a few hundred values each, and their torch forms are chains of
-dispatched ops (about 100 us per RMSNorm here); the kernels compute the same float32 arithmetic
-in the references' order, so they match them to rounding.
+dispatched ops, each paying the dispatcher (`benchmarks/README.md`, "Measured costs"); the
+kernels compute the same float32 arithmetic in the references' order, so they match them to
+rounding.
 """
 
 from __future__ import annotations
