@@ -56,7 +56,7 @@ def open_model_source(
 ) -> ModelSource:
     """Open and validate a model source; weights are yielded in the dtype `resolve_dtype` picks.
 
-    `cache_dir` overrides where GGUF conversions are cached (default: `cache_root()`).
+    `cache_dir` overrides where GGUF conversions are cached (default: `cache_root("gguf")`).
     Raises a ModelLoadError subclass naming the file (and tensor) at fault.
     """
     path = Path(model_path).expanduser() if model_path is not None else embedded_model_path()

@@ -61,7 +61,7 @@ def cached_folder(gguf_path: Path, root: Path | None = None) -> Path:
     """The cache folder for `gguf_path`, converting it first if it is not cached yet."""
     if not gguf_path.is_file():
         raise MissingFileError(f"GGUF file {gguf_path} does not exist")
-    target = (root or cache_root()) / entry_name(gguf_path)
+    target = (root or cache_root("gguf")) / entry_name(gguf_path)
     if target.is_dir():
         return target
     logger.info("converting %s once into %s", gguf_path, target)

@@ -38,9 +38,9 @@ def test_second_open_reuses_cache(
 
 def test_cache_root_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SGLANG_CACHE_DIR", str(tmp_path))
-    assert cache_root() == tmp_path / "gguf"
+    assert cache_root("gguf") == tmp_path / "gguf"
     monkeypatch.delenv("SGLANG_CACHE_DIR")
-    assert cache_root() == Path.home() / ".cache" / "sglang" / "gguf"
+    assert cache_root("gguf") == Path.home() / ".cache" / "sglang" / "gguf"
 
 
 def test_key_follows_file_identity(tmp_path: Path) -> None:
