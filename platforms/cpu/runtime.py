@@ -27,9 +27,9 @@ from collections.abc import Callable
 
 import torch
 
+from sglang.platforms.cache import cache_root
 from sglang.platforms.device_runtime import DeviceRuntime
 from sglang.runtime.graph_runner import BucketStep, StepOutput
-from sglang.runtime.loader.cache import cache_root
 
 logger = logging.getLogger(__name__)
 
