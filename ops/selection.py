@@ -43,6 +43,9 @@ class Requirements:
     packages: tuple[str, ...] = ()
     """Import names (`triton`, `flashinfer`); a dotted name (`triton.backends.intel`) checks a submodule."""
     min_capability: tuple[int, int] | None = None
+    unavailable: str | None = None
+    """Why the candidate cannot run on this machine whatever the model (its kernels failed to
+    build); set by a platform that probed its family, checked before everything else."""
 
     def merged(self, other: Requirements) -> Requirements:
         """Both sets of requirements at once (a platform adds its own to a family's)."""
@@ -59,6 +62,7 @@ class Requirements:
             weight_formats=meet(self.weight_formats, other.weight_formats),
             packages=tuple(dict.fromkeys((*self.packages, *other.packages))),
             min_capability=max(caps) if caps else None,
+            unavailable=self.unavailable or other.unavailable,
         )
 
 
@@ -96,6 +100,8 @@ class SelectionContext:
 def ineligibility(candidate: Candidate, ctx: SelectionContext) -> str | None:
     """Why `candidate` cannot serve under `ctx`, or None when it can."""
     req = candidate.requires
+    if req.unavailable:
+        return req.unavailable
     checks: list[tuple[object, frozenset | None, str]] = [
         (ctx.dtype, req.dtypes, "dtype"),
         (ctx.head_dim, req.head_dims, "head dim"),

@@ -1,4 +1,5 @@
-"""The `sglang` command line: `sglang serve`, `sglang generate`, `sglang ops` and `sglang conformance`.
+"""The `sglang` command line: `sglang serve`, `sglang generate`, `sglang ops`, `sglang build-kernels`
+and `sglang conformance`.
 
 Every runtime flag comes from `ServerArgs`, so `sglang serve --help`, `sglang generate --help`
 and `python -m sglang.launch_server --help` list the same settings with the same defaults.
@@ -58,6 +59,21 @@ def _ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_kernels(args: argparse.Namespace) -> int:
+    """Runs the probe of every kernel family of this machine's platform (a probe builds what it
+    needs, with its progress logged); 1 when one fails, whose ops then go to the next family."""
+    from sglang.platforms import select_platform
+    from sglang.platforms.kernels.registry import family, probe_failure
+
+    platform = select_platform()
+    failed = 0
+    for name in (n for n in platform.kernel_families if family(n).probe is not None):
+        reason = probe_failure(name)
+        print(f"{platform.name} {name}: {'ready' if reason is None else reason}")
+        failed += reason is not None
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from sglang.runtime.server_args import ServerArgs
 
@@ -94,6 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--json", action="store_true", help="Print the table as JSON.")
     ServerArgs.add_cli_args(ops)
     ops.set_defaults(run=_ops)
+    build = commands.add_parser(
+        "build-kernels",
+        help="build (once per machine, cached) the kernels this machine's families compile",
+        description="Build the kernels of every kernel family of this machine's platform that compiles its own "
+        "(the cpu C++ kernels), with progress, into the cache (`$SGLANG_CACHE_DIR`). A server start builds them "
+        "too when they are missing; a family whose build fails is ineligible and the next one serves.",
+    )
+    build.add_argument("--log-level", default="info", help="Logging level (the build logs its progress at info).")
+    build.set_defaults(run=_build_kernels)
     commands.add_parser(
         "conformance", help="run the conformance suites against an installed platform and report",
         description="See `sglang conformance --help`.", add_help=False,

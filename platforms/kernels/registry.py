@@ -35,6 +35,10 @@ class KernelFamily:
     name: str
     description: str
     candidates: tuple[Candidate, ...]
+    probe: str | None = None
+    """`package.module:function` returning why the family's kernels cannot run on this machine
+    (a build that failed), or None when they can. It may build, so only a platform whose device
+    this machine has runs it (`probe_failure`), and a family without one is never probed."""
 
     def __post_init__(self) -> None:
         strays = [c.qualname for c in self.candidates if c.family != self.name]
@@ -57,3 +61,10 @@ def family(name: str) -> KernelFamily:
     if not isinstance(declared, KernelFamily) or declared.name != name:
         raise TypeError(f"{known[name]} is not the KernelFamily named {name!r}")
     return declared
+
+
+@cache
+def probe_failure(name: str) -> str | None:
+    """The family's probe result: None when it declares none or its kernels can run here."""
+    probe = family(name).probe
+    return None if probe is None else resolve(probe)()

@@ -1,10 +1,10 @@
 """Builds the family's C++ kernels once per machine and loads them into `torch.ops.sglang_cpu_cpp`.
 
-The build runs on first use (binding a candidate) and is cached under
-`$SGLANG_CACHE_DIR/torch_extensions` (default `~/.cache/sglang/torch_extensions`), in a folder
-keyed by the sources, the compile flags and the torch version. The vector path needs AVX2 and
-FMA; on a CPU without them the same source builds its portable loops instead (slower, same
-results).
+The build runs at set-up (`sglang build-kernels`, which `make serve` runs), else on the first
+start that selects the family's ops, and is cached under `$SGLANG_CACHE_DIR/torch_extensions`
+(default `~/.cache/sglang/torch_extensions`), in a folder keyed by the sources, the compiler, its
+flags, the Python version and the torch version. The vector path needs AVX2 and FMA; on a CPU
+without them the same source builds its portable loops instead (slower, same results).
 
 Invariants:
 - A cache folder under its final name holds a complete build: torch's builder runs in a child
@@ -13,6 +13,8 @@ Invariants:
   no lock, so a second checkout of the same sources reuses the build.
 - Processes that find no build take an OS file lock while one of them builds. The kernel releases
   it when its holder exits, however it exits, so a build that was killed blocks nobody.
+- A build that fails is not cached: `build_failure` returns the compiler's reason, the family's
+  candidates become ineligible with it, and the platform's next family serves their ops.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import fcntl
 import hashlib
 import importlib.util
 import logging
-import subprocess
 import sys
 import time
 from functools import cache
@@ -30,7 +31,8 @@ from types import ModuleType
 
 import torch
 
-from sglang.runtime.loader.cache import cache_root, publish
+from sglang.platforms.cache import cache_root, publish
+from sglang.platforms.kernels.cpu_cpp.compiler import LDFLAGS, KernelBuildError, compile_into, compiler, jobs
 
 logger = logging.getLogger(__name__)
 
@@ -38,16 +40,6 @@ CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "bindings.cpp"))
 HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "record_arena.h", "bindings.h", "vector_math.h"))
 NAME = "sglang_cpu_cpp"
-# Run by the child process that builds: torch's builder imports what it built, and a process
-# must not import a second copy (its ops would register twice), so the parent imports the
-# published one.
-_BUILD_SCRIPT = """
-import sys
-import torch.utils.cpp_extension as builder
-name, folder, flags, *sources = sys.argv[1:]
-builder.load(name=name, sources=sources, extra_cflags=flags.split(), extra_ldflags=["-fopenmp"],
-             build_directory=folder, is_python_module=True)
-"""
 
 
 def compile_flags() -> list[str]:
@@ -69,7 +61,10 @@ def kernel_ops() -> ModuleType | torch._ops._OpNamespace:
 
 
 def build_folder(flags: list[str]) -> Path:
-    digest = hashlib.sha256(" ".join(flags).encode() + torch.__version__.encode())
+    """The cache folder of a build with `flags`: a new one whenever anything the library's
+    binary depends on changes (sources, compiler, flags, Python's ABI, torch)."""
+    key = [compiler(), *flags, *LDFLAGS, sys.implementation.cache_tag, torch.__version__]
+    digest = hashlib.sha256("\0".join(key).encode())
     for source in (*SOURCES, *HEADERS):
         digest.update(source.read_bytes())
     return cache_root("torch_extensions") / f"{NAME}-{digest.hexdigest()[:16]}"
@@ -89,8 +84,9 @@ def ensure_built() -> ModuleType:
         with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not library.exists():
-                logger.info("building %s kernels (%s) into %s; once per machine", NAME, " ".join(flags), folder)
-                publish(folder, lambda tmp: _compile(tmp, flags))
+                shown = " ".join(flags)
+                logger.info("building %s kernels (%s, %d jobs) into %s; once per machine", NAME, shown, jobs(), folder)
+                publish(folder, lambda tmp: compile_into(tmp, NAME, SOURCES, flags))
                 action = "built"
     module = _import(library)
     logger.info("%s %s kernels (%s) in %.1f s", action, NAME, " ".join(flags), time.perf_counter() - started)
@@ -98,11 +94,20 @@ def ensure_built() -> ModuleType:
     return module
 
 
-def _compile(folder: Path, flags: list[str]) -> None:
-    command = [sys.executable, "-c", _BUILD_SCRIPT, NAME, str(folder), " ".join(flags), *map(str, SOURCES)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"building the {NAME} kernels failed:\n{(done.stdout + done.stderr)[-4000:]}")
+@cache
+def build_failure() -> str | None:
+    """Why the kernels cannot run on this machine (the compiler's reason), or None once they are
+    loaded: the family's probe, run when a cpu platform selects ops (see KernelFamily.probe)."""
+    try:
+        ensure_built()
+    except KernelBuildError as e:
+        logger.warning(
+            "%s; the cpu_cpp family is ineligible and the next family serves its ops "
+            "(`--op-backend OP=FAMILY` picks one, `--reference-ops` forces the references)",
+            e,
+        )
+        return str(e)
+    return None
 
 
 def _import(library: Path) -> ModuleType:

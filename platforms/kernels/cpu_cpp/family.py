@@ -3,7 +3,9 @@ paged decode attention that reads the KV pool in place, and the small float32 op
 (RMSNorm, rotary, SiLU-and-mul), which at decode cost more through torch's dispatch than they compute.
 
 The kernels are built once per machine and cached (see build.py) and take float32 activations, so
-the family serves float32 models; other dtypes keep the next family's or the reference.
+the family serves float32 models; other dtypes keep the next family's or the reference. Where they
+fail to build (no compiler, no OpenMP), the probe makes every candidate ineligible with the
+compiler's reason, and the next family serves.
 """
 
 import torch
@@ -19,6 +21,7 @@ model go through the candidate to torch's dense kernel."""
 
 FAMILY = KernelFamily(
     name="cpu_cpp",
+    probe=f"{_HERE}.build:build_failure",
     description="C++ host kernels (AVX2/FMA): int8/int4 weight linear (int16 activations at decode), "
     "in-place paged decode attention, RMSNorm, rotary, SiLU-and-mul; float32",
     candidates=(
