@@ -7,6 +7,7 @@ backend with `backend_label`, so a run on XLA:CPU never reads as a TPU run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -20,8 +21,17 @@ def xla_cpu_requested() -> bool:
     return os.environ.get(JAX_PLATFORMS_ENV, "").strip().lower() == "cpu"
 
 
+def tpu_runtime_installed() -> bool:
+    """Whether JAX could find a TPU runtime: the `libtpu` package or `$TPU_LIBRARY_PATH`. Checked
+    without importing JAX, whose backend probe logs "Unable to initialize backend 'tpu'" on every
+    machine without one (a cpu server's start included)."""
+    return bool(os.environ.get("TPU_LIBRARY_PATH")) or importlib.util.find_spec("libtpu") is not None
+
+
 def tpu_devices() -> list:
     """JAX's TPU devices; raises (with JAX's reason) when there are none."""
+    if not tpu_runtime_installed():
+        raise RuntimeError("libtpu is not installed")
     import jax
 
     return jax.devices("tpu")
