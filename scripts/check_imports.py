@@ -64,7 +64,8 @@ def pyright_config(empty_env: Path) -> dict:
     (empty_env / "env" / "lib" / version / "site-packages").mkdir(parents=True)
     return {
         "include": [str(ROOT)],
-        "exclude": list(EXCLUDED),
+        # Absolute: the config lives outside the checkout, and relative patterns match from it.
+        "exclude": [str(ROOT / pattern) for pattern in EXCLUDED],
         "extraPaths": [str(ROOT)],
         "venvPath": str(empty_env),
         "venv": "env",
