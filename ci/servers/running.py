@@ -27,8 +27,8 @@ class RunningServer:
     """One server process started from `spec`, in its own process group, its output in `log_path`.
 
     Invariants: `process` is None only for a server this run did not start (`attach`), which
-    is never stopped here; a server whose readiness fails is stopped before the error is
-    raised, and every startup error carries the tail of its log.
+    is never stopped here; a server whose readiness fails is stopped, its whole process group
+    with it, before the error is raised, and every startup error carries the tail of its log.
     """
 
     spec: LaunchSpec
@@ -87,6 +87,7 @@ class RunningServer:
         deadline = time.monotonic() + timeout
         while not self._answers(self.spec.health_path) or not self._lists_a_model():
             if self.process is not None and self.process.poll() is not None:
+                self.kill()  # children it left behind (its group) go with it
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 self.stop()

@@ -75,6 +75,8 @@ def test_a_server_that_exits_fails_with_its_log(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="exited with 3") as failure:
         launch(fake_spec("exit"), tmp_path)
     assert LAST_WORDS in str(failure.value)
+    (log,) = tmp_path.glob("fake-exit-*.log")
+    wait_until(lambda: gone(child_pid(log)), timeout=10, what="the exited server's child killed")
 
 
 def test_group_stops_every_server_when_its_block_fails(tmp_path: Path) -> None:
