@@ -62,7 +62,7 @@ def child(device: str, new_tokens: int) -> dict:
 
     prefill_1, tps_1 = run(1, new_tokens)
     prefill_8, tps_8 = run(8, new_tokens)
-    executor = runner.executor
+    executor = runner.step_runner
     records = [] if executor is None else [
         {"shape": str(r.shape), "trace_s": round(r.trace_s, 2), "compile_s": round(r.compile_s, 2)}
         for r in executor.records

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar
 from itertools import accumulate
+from typing import ClassVar
 
 import torch
 

@@ -8,6 +8,7 @@ branches on a platform's name.
 
 from __future__ import annotations
 
+import enum
 import importlib.util
 import logging
 from abc import ABC, abstractmethod
@@ -27,10 +28,9 @@ from sglang.platforms.device_runtime import DeviceRuntime
 from sglang.platforms.kernels.registry import family
 
 if TYPE_CHECKING:
-    from sglang.ops.attention import AttentionBackend
-    from sglang.runtime.batch_buckets import BucketPolicy
-    from sglang.runtime.models.decoder import DecoderForCausalLM
-    from sglang.runtime.step_executor import StepExecutor
+    from sglang.ops.attention import AttentionBackend, CaptureLimits
+    from sglang.ops.buckets import BucketPolicy
+    from sglang.ops.step import StepModel, StepRunner
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,35 @@ class Availability:
         return cls(False, reason)
 
 
+class StepMode(enum.Enum):
+    """How a platform runs steps; each mode is one `StepRunner` implementation."""
+
+    EAGER = "eager"
+    """Every step planned and run op by op (`platforms.execution.eager`)."""
+    CAPTURED = "captured"
+    """Decode buckets made static by the device runtime's `capture_step`, replayed; other steps
+    eager (`platforms.execution.captured`)."""
+    JITTED = "jitted"
+    """Every step a compiled function over donated buffers (`Platform.jitted_step_runner`)."""
+
+
+@dataclass(frozen=True)
+class StepExecution:
+    """The platform's declared way of running steps, and the facts its bucket policy needs."""
+
+    mode: StepMode = StepMode.EAGER
+    exact_buckets: bool = False
+    """Every decode batch size up to the largest static one is its own bucket, so no row is
+    padded: for a device where a padded row costs what a real one does and a capture is cheap."""
+    default_max_batch: int | None = None
+    """The largest decode batch made static when `--cuda-graph-max-bs` is not given; None means
+    `--max-running-requests`."""
+    static_collectives: bool = True
+    """Whether a static step may call the communicator's collectives (a CUDA graph records
+    NCCL's kernels; a TorchScript trace cannot record `torch.distributed` calls). When not, a
+    tensor-parallel server runs its steps eagerly."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """Facts core code chooses paths by. Frozen: declared once, never changed at run time."""
@@ -65,12 +94,8 @@ class Capabilities:
     """KV page sizes the platform's attention accepts; None means any."""
     mixed_prefill_decode: bool = True
     """Prefill and decode rows may share one step (the scheduler batches them together)."""
-    exact_decode_buckets: bool = False
-    """Every decode batch size up to the largest captured one is its own bucket, so no row is
-    padded: for a device where a padded row costs what a real one does and a capture is cheap."""
-    default_graph_max_batch: int | None = None
-    """The largest decode batch captured when `--cuda-graph-max-bs` is not given; None means
-    `--max-running-requests`."""
+    steps: StepExecution = StepExecution()
+    """How steps run (eager, captured buckets, jitted): `Platform.step_runner` reads it."""
 
 
 @dataclass(frozen=True)
@@ -222,13 +247,44 @@ class Platform(ABC):
             return TorchDistributedCommunicator()
         return SingleProcessCommunicator()
 
-    def step_executor(
-        self, model: DecoderForCausalLM, backend: AttentionBackend, buckets: BucketPolicy | None
-    ) -> StepExecutor | None:
-        """What runs the model runner's steps, or None for the runner's own (eager steps, and decode
-        graphs where the runtime has them). A platform whose steps are compiled functions of their
-        inputs (tpu: jitted JAX) returns its executor here; `buckets` bounds its batch shapes."""
-        return None
+    def step_runner(
+        self,
+        model: StepModel,
+        backend: AttentionBackend,
+        buckets: BucketPolicy | None,
+        limits: CaptureLimits | None,
+        tensor_parallel: bool = False,
+    ) -> StepRunner:
+        """The one object that runs this platform's steps, chosen from `capabilities.steps`.
+        `buckets` (None: `--disable-cuda-graph`) bounds static batch shapes and `limits` their
+        static buffers. A captured runner whose backend or collectives cannot be made static
+        falls back to the eager one, and the log says why."""
+        from sglang.platforms.execution.captured import CapturedStepRunner
+        from sglang.platforms.execution.eager import EagerStepRunner
+
+        execution = self.capabilities.steps
+        if execution.mode is StepMode.JITTED:
+            return self.jitted_step_runner(model, backend, buckets)
+        eager = EagerStepRunner(model, backend, self.device())
+        if execution.mode is StepMode.EAGER or buckets is None or limits is None:
+            logger.info("%s steps run eagerly", self.name)
+            return eager
+        if tensor_parallel and not execution.static_collectives:
+            logger.info("decode steps eager: the %s runtime's static steps cannot hold collectives", self.name)
+            return eager
+        captured = CapturedStepRunner(eager, self.runtime, buckets, limits)
+        if captured.disabled_reason is not None:
+            logger.info("decode steps eager: %s", captured.disabled_reason)
+            return eager
+        logger.info("decode steps captured, buckets %s", buckets.sizes)
+        return captured
+
+    def jitted_step_runner(
+        self, model: StepModel, backend: AttentionBackend, buckets: BucketPolicy | None
+    ) -> StepRunner:
+        """The runner of a platform whose steps are compiled functions of their inputs (tpu:
+        jitted JAX); required where `capabilities.steps.mode` is `JITTED`."""
+        raise NotImplementedError(f"{self.name} declares jitted steps but has no jitted step runner")
 
     # Checks -----------------------------------------------------------------------------------
 
@@ -244,4 +300,3 @@ class Platform(ABC):
 
     def describe(self) -> str:
         return f"{self.name} ({self.device_type})"
-

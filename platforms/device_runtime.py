@@ -1,4 +1,4 @@
-"""Device runtimes: synchronization, memory facts, cache release, graph capture.
+"""Device runtimes: synchronization, memory facts, cache release, graph capture, static steps.
 
 A runtime is a device service of the Platform, not an op: `--reference-ops` never swaps it, so a
 GPU pool is always sized from GPU memory. `DeviceRuntime` serves host memory (cpu, and any
@@ -18,6 +18,12 @@ from typing import ClassVar
 
 import torch
 
+from sglang.ops.step import StepOutput
+
+BucketStep = Callable[[list[torch.Tensor]], StepOutput]
+"""One decode bucket's step: KV buffers in; float32 logits of every padded row `[bucket, V]` and
+the KV buffers it wrote out (the same tensors on in-place devices)."""
+
 
 @dataclass(frozen=True)
 class MemoryInfo:
@@ -30,9 +36,6 @@ class DeviceRuntime:
     static inputs, or raises where the runtime has no graphs (`supports_graphs` is False)."""
 
     supports_graphs: ClassVar[bool] = False
-    captures_collectives: ClassVar[bool] = True
-    """Whether a step this runtime makes static may call the communicator's collectives (a CUDA
-    graph records NCCL's kernels; a TorchScript trace cannot record `torch.distributed` calls)."""
 
     def synchronize(self) -> None:
         """Host execution is synchronous: nothing to wait for."""
@@ -50,6 +53,12 @@ class DeviceRuntime:
 
     def capture_graph(self, fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
         raise NotImplementedError(f"{type(self).__name__} has no graph capture")
+
+    def capture_step(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
+        """Makes `step` static for the buffers it is first called with (it may run it to do so);
+        the captured step runner calls this once per bucket. A platform that declares captured
+        steps has a runtime that implements it."""
+        raise NotImplementedError(f"{type(self).__name__} cannot make a step static")
 
 
 class TorchDeviceRuntime(DeviceRuntime):
@@ -110,6 +119,19 @@ class GraphCapturingRuntime(TorchDeviceRuntime):
             return output
 
         return replay
+
+    def capture_step(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
+        """A graph of one call of `step`. The graph wrote the KV buffers it was captured with, in
+        place, so a replay must be handed those same tensors."""
+        captured = list(kv_buffers)
+        replay = self.capture_graph(lambda: step(captured))
+
+        def run(buffers: list[torch.Tensor]) -> StepOutput:
+            if len(buffers) != len(captured) or any(a is not b for a, b in zip(buffers, captured)):
+                raise RuntimeError("a captured graph replays only over the KV buffers it was captured with")
+            return replay()
+
+        return run
 
 
 def visible_devices_hint(variable: str) -> str:

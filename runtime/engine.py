@@ -47,19 +47,13 @@ class Engine:
             self.children.endpoints, self.info, self.tokenizer, self.server_args.max_queued_requests
         )
         manager.start()
-        for process in self.children.processes:
-            asyncio.get_running_loop().add_reader(process.sentinel, self._on_child_exit, manager, process)
+        loop = asyncio.get_running_loop()
+        self._stop_supervising = self.children.supervise(loop, manager.fail_all, self.server_args.watchdog_timeout)
         return manager
 
     async def _stop_watching(self) -> None:
-        for process in self.children.processes:
-            asyncio.get_running_loop().remove_reader(process.sentinel)
+        self._stop_supervising()
         self.manager.close()
-
-    @staticmethod
-    def _on_child_exit(manager: TokenizerManager, process) -> None:
-        asyncio.get_running_loop().remove_reader(process.sentinel)
-        manager.fail_all(f"the {process.name} process exited unexpectedly (exit code {process.exitcode})")
 
     def _call(self, coro) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

@@ -7,16 +7,19 @@ torch's pools) that `fork` would copy in a broken state.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import multiprocessing as mp
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
+from multiprocessing.sharedctypes import Synchronized
 
 from sglang.runtime import ipc
 from sglang.runtime.detokenizer import run_detokenizer_process
@@ -24,6 +27,7 @@ from sglang.runtime.distributed.follower import run_follower_process
 from sglang.runtime.distributed.placement import RankPlacement, node_placements
 from sglang.runtime.scheduler.process import ReadyInfo, run_scheduler_process
 from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.step_monitor import StepMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,32 @@ class Children:
     endpoints: ipc.Endpoints
     info: ReadyInfo
     processes: list[BaseProcess]
+    """The scheduler first."""
+    step_clock: Synchronized
+    """Start time of the scheduler's current step (0 while idle), written by its `StepHeartbeat`."""
+
+    def supervise(
+        self, loop: asyncio.AbstractEventLoop, on_dead: Callable[[str], None], step_timeout_s: float
+    ) -> Callable[[], None]:
+        """Calls `on_dead` on `loop` with the reason the engine died: a child exited, or the
+        scheduler hung in one step for `step_timeout_s` (it is then killed, and the hang is the
+        reason given first). Returns the function that stops watching; call it on `loop`."""
+        for process in self.processes:
+
+            def exited(process: BaseProcess = process) -> None:
+                loop.remove_reader(process.sentinel)
+                on_dead(f"the {process.name} process exited unexpectedly (exit code {process.exitcode})")
+
+            loop.add_reader(process.sentinel, exited)
+        on_hang = functools.partial(loop.call_soon_threadsafe, on_dead)
+        monitor = StepMonitor(self.step_clock, self.processes[0], step_timeout_s, on_hang).start()
+
+        def stop() -> None:
+            monitor.stop()
+            for process in self.processes:
+                loop.remove_reader(process.sentinel)
+
+        return stop
 
     def dead(self) -> BaseProcess | None:
         return next((p for p in self.processes if not p.is_alive()), None)
@@ -137,9 +167,10 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
     endpoints = ipc.Endpoints.fresh()
     placements = node_placements(args)
     parent_end, child_end = ctx.Pipe(duplex=False)
+    step_clock = ctx.Value("d", 0.0, lock=False)
     scheduler = ctx.Process(
         target=run_scheduler_process,
-        args=(args, endpoints, child_end, placements[0] if placements else None),
+        args=(args, endpoints, child_end, step_clock, placements[0] if placements else None),
         name="sglang-scheduler",
         daemon=True,
     )
@@ -154,4 +185,4 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
         daemon=True,
     )
     _start(detokenizer)
-    return Children(endpoints, info, [scheduler, detokenizer, *(process for process, _ in followers)])
+    return Children(endpoints, info, [scheduler, detokenizer, *(process for process, _ in followers)], step_clock)

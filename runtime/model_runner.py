@@ -1,38 +1,27 @@
 """Runs one forward step of a model over a packed batch, on the selected platform.
 
 The runner owns the KV buffers (one per layer, in the layout the attention backend declares)
-and the attention backend; the scheduler owns which slots belong to whom.
+and the attention backend; the scheduler owns which slots belong to whom. How a step runs
+(eagerly, as a captured bucket, as a jitted function) is the platform's `StepRunner`, chosen
+once here; `forward` is one call to it.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import torch
 
 from sglang import ops
-from sglang.ops.attention import AttentionBackend, AttentionInputs, CaptureLimits
+from sglang.ops.attention import AttentionBackend, CaptureLimits
+from sglang.ops.buckets import BucketPolicy
+from sglang.ops.step import StepInputs, StepStats
 from sglang.platforms.base import Platform
-from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.distributed.group import tp_group
-from sglang.runtime.forward_context import ForwardContext
-from sglang.runtime.graph_runner import GraphRunner, step_capturer
 from sglang.runtime.layers.attention import SelfAttention
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StepInputs:
-    """One step's packed batch. `logit_rows` selects the token rows whose logits are needed
-    (each sequence's last token, plus prompt tokens whose logprobs were asked for)."""
-
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    attention: AttentionInputs
-    logit_rows: torch.Tensor
 
 
 def attention_backend_for(model: DecoderForCausalLM, platform: Platform, page_size: int = 1) -> AttentionBackend:
@@ -58,69 +47,39 @@ class ModelRunner:
         backend: AttentionBackend | None = None,
         graph_buckets: BucketPolicy | None = None,
     ) -> None:
-        """`graph_buckets`: decode batches up to its largest bucket run as static (captured,
-        compiled or jitted) steps where the platform's runtime offers a way; None runs eagerly."""
+        """`graph_buckets`: decode batches up to its largest bucket run as static (captured or
+        jitted) steps where the platform declares a way; None runs them eagerly."""
         config = model.config
         self.model = model
         self.platform = platform
         self.device = platform.device()
         self.num_slots = num_slots
         self.attn_backend = backend or attention_backend_for(model, platform)
+        limits = None
+        if graph_buckets is not None:
+            layers = tuple(m.layer for m in model.modules() if isinstance(m, SelfAttention))
+            limits = CaptureLimits.for_pool(graph_buckets.largest, num_slots, config.max_position, layers)
+        self.step_runner = platform.step_runner(
+            model, self.attn_backend, graph_buckets, limits, tensor_parallel=tp_group().size > 1
+        )
         shape = self.attn_backend.kv_buffer_shape(num_slots)
-        # A platform that runs steps its own way (jitted functional steps) owns their buffers too.
-        self.executor = platform.step_executor(model, self.attn_backend, graph_buckets)
-        if self.executor is not None:
-            self.kv_buffers = self.executor.allocate_kv(shape, model.dtype, config.num_layers)
-        else:
-            # Uninitialized: no kernel reads a slot before writing it (op parity fills free slots
-            # with NaN to hold them to that), and on the host an allocation this large is mapped
-            # lazily, so resident memory follows the tokens the pool has held, not its capacity.
-            layers = range(config.num_layers)
-            self.kv_buffers = [torch.empty(shape, dtype=model.dtype, device=self.device) for _ in layers]
+        self.kv_buffers = self.step_runner.allocate_kv(shape, model.dtype, config.num_layers)
         logger.info(
             "KV cache: %d slots x %d layers, %.1f MiB",
             num_slots,
             config.num_layers,
             num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
         )
-        self.graph_runner = self._graph_runner(graph_buckets) if self.executor is None else None
 
-    def _graph_runner(self, policy: BucketPolicy | None) -> GraphRunner | None:
-        if policy is None:
-            return None
-        capturer = step_capturer(self.platform.runtime)
-        if capturer is None:
-            logger.info("decode graphs off: the %s runtime cannot make a step static", self.platform.name)
-            return None
-        layers = tuple(m.layer for m in self.model.modules() if isinstance(m, SelfAttention))
-        if tp_group().size > 1 and not self.platform.runtime.captures_collectives:
-            logger.info("decode graphs off: the %s runtime's static steps cannot hold collectives", self.platform.name)
-            return None
-        limits = CaptureLimits.for_pool(policy.largest, self.num_slots, self.model.config.max_position, layers)
-        runner = GraphRunner(self.model, self.attn_backend, capturer, policy, limits, self.device)
-        if runner.disabled_reason is not None:
-            logger.info("decode graphs off: %s", runner.disabled_reason)
-            return None
-        logger.info("decode graphs on, buckets %s", policy.sizes)
-        return runner
+    @property
+    def step_stats(self) -> StepStats:
+        return self.step_runner.stats
 
     @torch.inference_mode()
     def forward(self, step: StepInputs) -> torch.Tensor:
         """Float32 logits `[len(step.logit_rows), vocab]`; the step's K/V are written to the cache."""
-        if self.executor is not None:
-            logits, self.kv_buffers = self.executor.run(step, self.kv_buffers)
-            return logits
-        bucket = self.graph_runner.bucket_for(step.attention) if self.graph_runner is not None else None
-        if bucket is not None:
-            logits, self.kv_buffers = self.graph_runner.run(
-                step.input_ids.to(self.device), step.positions.to(self.device), step.attention,
-                step.logit_rows, self.kv_buffers, bucket,
-            )  # fmt: skip
-            return logits
-        ctx = ForwardContext(self.attn_backend, self.attn_backend.plan(step.attention), self.kv_buffers)
-        hidden = self.model(step.input_ids.to(self.device), step.positions.to(self.device), ctx)
-        self.kv_buffers = ctx.kv_buffers
-        return self.model.compute_logits(hidden[step.logit_rows.to(self.device)])
+        logits, self.kv_buffers = self.step_runner.run(step, self.kv_buffers)
+        return logits
 
     def kv_copy_unsupported(self) -> str | None:
         """Why `copy_kv` cannot run here (a KV layout other than the default, no rotary table), or None."""

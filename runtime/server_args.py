@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
-from sglang.runtime.batch_buckets import BucketPolicy
 
 if TYPE_CHECKING:
     from sglang.platforms.base import Capabilities
@@ -71,7 +71,12 @@ class ServerArgs:
     context_length: int | None = _opt(None, "Longest prompt + output accepted; default: the model's.")
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
     log_requests: bool = _opt(False, "Log one line per finished request.")
-    watchdog_timeout: float = _opt(300.0, "Seconds a scheduler step may take before the engine is declared dead.")
+    watchdog_timeout: float = _opt(
+        300.0,
+        "Seconds one scheduler step may take. A step past it (a hang, even inside native code) gets the scheduler "
+        "killed; so does any death of an engine process. Pending requests then fail with 503, /health answers 503 "
+        "with the cause, and `sglang serve` exits with status 1 for its supervisor to restart it.",
+    )
     tp_size: int = _opt(1, "Tensor-parallel size: ranks (processes, one per device) the model is sharded over.")
     nnodes: int = _opt(1, "Nodes the tensor-parallel ranks are spread over (tp_size / nnodes ranks each).")
     node_rank: int = _opt(0, "This node's index; node 0 serves HTTP, the others run only their ranks.")
@@ -113,9 +118,9 @@ class ServerArgs:
         `--disable-cuda-graph`."""
         if self.disable_cuda_graph:
             return None
-        default_max = capabilities.default_graph_max_batch if capabilities else None
+        default_max = capabilities.steps.default_max_batch if capabilities else None
         largest = min(self.cuda_graph_max_bs or default_max or self.max_running_requests, self.max_running_requests)
-        if capabilities is not None and capabilities.exact_decode_buckets:
+        if capabilities is not None and capabilities.steps.exact_buckets:
             return BucketPolicy(tuple(range(1, largest + 1)))
         return BucketPolicy.up_to(largest)
 

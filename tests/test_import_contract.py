@@ -169,6 +169,58 @@ def test_kernel_families_never_name_a_device() -> None:
     assert not found, "device branches inside kernel families:\n" + "\n".join(found)
 
 
+LOWER_LAYERS = ("ops", "platforms")
+"""Layers below the runtime (DESIGN.md section 3): they never import `sglang.runtime` (nor the
+frontend), statically or lazily inside a function, so a platform can be built, tested and
+shipped without the runtime, and the step contract they share with it lives in `sglang.ops`."""
+UPPER_PACKAGES = ("sglang.runtime", "sglang.frontend")
+
+
+def upward_imports(source: str) -> list[tuple[int, str]]:
+    """Every import of an upper layer in `source`, anywhere in the file (type-only imports too:
+    a name used in an annotation is a dependency on that layer all the same)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            if any(name == up or name.startswith(up + ".") for up in UPPER_PACKAGES):
+                found.append((node.lineno, f"imports {name}"))
+    return found
+
+
+def test_lower_layers_never_import_the_runtime() -> None:
+    files = sorted(p for d in LOWER_LAYERS for p in (ROOT / d).rglob("*.py"))
+    assert any(p.parts[-2:] == ("base.py",) or p.name == "base.py" for p in files), "the walk found no platform"
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {message}"
+        for path in files
+        for line, message in upward_imports(path.read_text())
+    ]
+    assert not found, "ops/ or platforms/ import an upper layer:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from sglang.runtime.model_runner import StepInputs",
+        "import sglang.runtime.loader.cache",
+        "def f():\n    from sglang.runtime import engine",
+        "if TYPE_CHECKING:\n    from sglang.frontend.ir import Program",
+    ],
+)
+def test_upward_import_check_catches(source: str) -> None:
+    assert upward_imports(source)
+
+
+def test_upward_import_check_allows_lower_layers() -> None:
+    assert upward_imports("from sglang.ops.step import StepInputs\nimport sglang.platforms.base") == []
+
+
 GOOD = {
     "platform_object": "device = platform.device()\nif platform.capabilities.graph_capture:\n    pass",
     "docstring": '"""Runs on cuda, rocm or tpu: see platforms/."""',
@@ -200,7 +252,7 @@ from sglang.platforms.base import ModelFacts
 from sglang.platforms.kernels import registry as families
 import torch
 for info in pkgutil.iter_modules(sglang.platforms.__path__):
-    if info.ispkg and info.name != "kernels":
+    if info.ispkg and info.name not in ("kernels", "execution"):
         importlib.import_module(f"sglang.platforms.{{info.name}}")
         importlib.import_module(f"sglang.platforms.{{info.name}}.platform")
 for name in families.BUILTIN_FAMILIES:

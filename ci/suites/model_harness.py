@@ -33,9 +33,9 @@ from sglang import ops
 from sglang.ci.suites import devices
 from sglang.ops.binding import restore, snapshot
 from sglang.ops.selection import OpTable
+from sglang.ops.step import ForwardContext
 from sglang.platforms import Platform
 from sglang.platforms.base import ModelFacts
-from sglang.runtime.forward_context import ForwardContext
 from sglang.runtime.model_config import ModelConfig
 from sglang.runtime.models import model_class_for
 from sglang.runtime.models.decoder import DecoderForCausalLM

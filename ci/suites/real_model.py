@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch
 
 from sglang.ops.attention import AttentionInputs
+from sglang.ops.step import StepInputs
 from sglang.runtime.model_loading import LoadedModel
-from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.runtime.model_runner import ModelRunner
 
 PROMPTS = (
     "What is the capital of France?",

@@ -10,7 +10,7 @@ import torch
 
 from sglang.ops.binding import resolve
 from sglang.ops.selection import Candidate
-from sglang.platforms.base import Availability, Capabilities, Platform
+from sglang.platforms.base import Availability, Capabilities, Platform, StepExecution, StepMode
 from sglang.platforms.device_runtime import DeviceRuntime
 from sglang.platforms.kernels.registry import probe_failure
 
@@ -29,8 +29,12 @@ class CpuPlatform(Platform):
     capabilities = Capabilities(
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.float32,
-        exact_decode_buckets=True,
-        default_graph_max_batch=DEFAULT_GRAPH_MAX_BATCH,
+        steps=StepExecution(
+            StepMode.CAPTURED,
+            exact_buckets=True,
+            default_max_batch=DEFAULT_GRAPH_MAX_BATCH,
+            static_collectives=False,
+        ),
     )
     kernel_families = ("cpu_cpp", "torch_native")
     distributed_backend = "gloo"

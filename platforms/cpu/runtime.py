@@ -1,6 +1,6 @@
 """The cpu runtimes that make a decode bucket's step static: traced (the default) or compiled.
 
-The graph runner hands `capture_step` one bucket's decode step, which reads static ids,
+The captured step runner hands `capture_step` one bucket's decode step, which reads static ids,
 positions and attention metadata buffers and updates the KV buffers in place.
 
 - `TracedDecodeRuntime` is cpu's graph capture: `torch.jit.trace` records the step's op sequence
@@ -27,16 +27,14 @@ from collections.abc import Callable
 
 import torch
 
+from sglang.ops.step import StepOutput
 from sglang.platforms.cache import cache_root
-from sglang.platforms.device_runtime import DeviceRuntime
-from sglang.runtime.graph_runner import BucketStep, StepOutput
+from sglang.platforms.device_runtime import BucketStep, DeviceRuntime
 
 logger = logging.getLogger(__name__)
 
 
 class TracedDecodeRuntime(DeviceRuntime):
-    captures_collectives = False
-
     def capture_step(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
         # One eager run first: what a kernel builds on first use (the cpu_quant linear's weight
         # records) is then built outside the trace, which would record only its result.

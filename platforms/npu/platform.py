@@ -11,7 +11,7 @@ import importlib.util
 
 import torch
 
-from sglang.platforms.base import Availability, Capabilities, Platform
+from sglang.platforms.base import Availability, Capabilities, Platform, StepExecution, StepMode
 from sglang.platforms.device_runtime import visible_devices_hint
 
 
@@ -22,6 +22,7 @@ class NpuPlatform(Platform):
     capabilities = Capabilities(
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.bfloat16,
+        steps=StepExecution(StepMode.CAPTURED),
     )
     kernel_families = ("torch_npu", "torch_native")
     runtime_class = "sglang.platforms.npu.runtime:NpuRuntime"

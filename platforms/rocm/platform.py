@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from sglang.platforms.base import Availability, Capabilities, Platform
+from sglang.platforms.base import Availability, Capabilities, Platform, StepExecution, StepMode
 from sglang.platforms.device_runtime import visible_devices_hint
 from sglang.platforms.kernels.triton.tuning import TritonTuning
 
@@ -22,6 +22,7 @@ class RocmPlatform(Platform):
     capabilities = Capabilities(
         dtypes=frozenset({torch.float32, torch.bfloat16, torch.float16}),
         default_dtype=torch.bfloat16,
+        steps=StepExecution(StepMode.CAPTURED),
     )
     kernel_families = ("aiter", "triton", "torch_native")
     kernel_tuning = {"triton": TritonTuning(num_warps=4, num_stages=2, waves_per_eu=2)}

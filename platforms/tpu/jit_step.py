@@ -28,14 +28,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from sglang.ops.attention import AttentionInputs
+from sglang.ops.attention import AttentionBackend, AttentionInputs
+from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import QuantizedWeight
+from sglang.ops.step import ForwardContext, StepError, StepInputs, StepModel, StepOutput, StepStats
 from sglang.platforms.kernels.jax.attention import RaggedShape, pack_contract
 from sglang.platforms.tpu.backend import enable_persistent_cache, xla_cpu_requested
 from sglang.platforms.tpu.torchax_compat import import_torchax
-from sglang.runtime.batch_buckets import BucketPolicy
-from sglang.runtime.forward_context import ForwardContext
-from sglang.runtime.step_executor import StepError
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +80,10 @@ class _Step(nn.Module):
         return self.model.compute_logits(self.model(ids, positions, ctx)[rows])
 
 
-class JitStepExecutor:
-    def __init__(self, model, backend, buckets: BucketPolicy | None, label: str) -> None:
+class JitStepRunner:
+    """The tpu platform's `StepRunner`: every step, prefill or decode, is a compiled function."""
+
+    def __init__(self, model: StepModel, backend: AttentionBackend, buckets: BucketPolicy | None, label: str) -> None:
         import jax
 
         self.torchax = import_torchax()
@@ -103,6 +104,7 @@ class JitStepExecutor:
             key: {f: self._to_jax(getattr(w, f)) for f in QUANTIZED_FIELDS if getattr(w, f) is not None}
             for key, (w, _) in self.quantized.items()
         }
+        self.stats = StepStats()
         self.compiled: dict[StepShape, object] = {}
         self.failed: dict[StepShape, str] = {}
         self.records: list[CompileRecord] = []
@@ -162,7 +164,7 @@ class JitStepExecutor:
                     record.trace_s, record.compile_s, len(self.records))  # fmt: skip
         return compiled
 
-    def run(self, step, kv_buffers: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def run(self, step: StepInputs, kv_buffers: list[torch.Tensor]) -> StepOutput:
         import jax.numpy as jnp
 
         inputs = step.attention
@@ -192,6 +194,7 @@ class JitStepExecutor:
                 raise StepError(self.failed[shape]) from exc
             self.compiled[shape] = compiled
         logits, new_kv = compiled(*args)
+        self.stats.static_steps += 1
         return torch.from_numpy(np.array(logits[:num_rows])), [self._wrap(b) for b in new_kv]
 
 

@@ -1,7 +1,7 @@
 """The tpu platform: the same torch models run on JAX through torchax, as jitted steps.
 
 Runtime-side tensors (batches, logits, the torch module that is the model's program) stay on the
-host; the step executor (`jit_step`) holds the weights and KV buffers as JAX arrays and runs each
+host; the step runner (`jit_step`) holds the weights and KV buffers as JAX arrays and runs each
 step as one jitted function of them, the KV buffers donated and replaced by the written ones.
 The platform runs on a TPU, or on XLA:CPU when `JAX_PLATFORMS=cpu` (labelled so everywhere).
 """
@@ -11,17 +11,23 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from sglang.ops.selection import OpTable
-from sglang.platforms.base import Availability, Capabilities, ModelFacts, Platform
+from sglang.platforms.base import Availability, Capabilities, ModelFacts, Platform, StepExecution, StepMode
 from sglang.platforms.tpu.backend import JAX_PLATFORMS_ENV, backend_label, tpu_devices, xla_cpu_requested
+
+if TYPE_CHECKING:
+    from sglang.ops.attention import AttentionBackend
+    from sglang.ops.buckets import BucketPolicy
+    from sglang.ops.step import StepModel, StepRunner
 
 
 class TpuPlatform(Platform):
     name = "tpu"
-    # The runtime's tensors are host tensors; JAX arrays live inside the step executor.
+    # The runtime's tensors are host tensors; JAX arrays live inside the step runner.
     device_type = "cpu"
     dispatch_key = "CPU"
     capabilities = Capabilities(
@@ -34,6 +40,7 @@ class TpuPlatform(Platform):
         # token-for-token checks need, and TPUs, where no run has yet measured bf16.
         dtypes=frozenset({torch.float32, torch.bfloat16}),
         default_dtype=torch.float32,
+        steps=StepExecution(StepMode.JITTED),
     )
     kernel_families = ("jax",)
     runtime_class = "sglang.platforms.tpu.runtime:TpuRuntime"
@@ -70,7 +77,9 @@ class TpuPlatform(Platform):
         table = super().select_ops(facts, overrides, force_reference, assume_missing)
         return table if table.header else dataclasses.replace(table, header=self.describe())
 
-    def step_executor(self, model, backend, buckets):
-        from sglang.platforms.tpu.jit_step import JitStepExecutor
+    def jitted_step_runner(
+        self, model: StepModel, backend: AttentionBackend, buckets: BucketPolicy | None
+    ) -> StepRunner:
+        from sglang.platforms.tpu.jit_step import JitStepRunner
 
-        return JitStepExecutor(model, backend, buckets, self.describe())
+        return JitStepRunner(model, backend, buckets, self.describe())

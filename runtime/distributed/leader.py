@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from sglang.ops.collectives import Communicator
-from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.ops.step import StepInputs
+from sglang.runtime.model_runner import ModelRunner
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class LeaderRunner:
         self.model = runner.model
         self.platform = runner.platform
         self.num_slots = runner.num_slots
+        self.step_stats = runner.step_stats
 
     def _send(self, command: Command) -> None:
         self.comm.broadcast_object(command, src=0)

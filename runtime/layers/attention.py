@@ -10,8 +10,8 @@ import torch
 
 from sglang import ops
 from sglang.ops.attention import AttentionLayer
+from sglang.ops.step import ForwardContext
 from sglang.runtime.distributed.group import tp_group
-from sglang.runtime.forward_context import ForwardContext
 from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-PADDING_SLOT = 0
+from sglang.ops.step import PADDING_SLOT
 
 
 class PagedTokenAllocator:

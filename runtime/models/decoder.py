@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from sglang.ops.rotary import RotaryTable
-from sglang.runtime.forward_context import ForwardContext
+from sglang.ops.step import ForwardContext
 from sglang.runtime.layers.attention import SelfAttention
 from sglang.runtime.layers.mlp import GatedMLP
 from sglang.runtime.layers.module import Module

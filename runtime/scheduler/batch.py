@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from sglang.ops.attention import AttentionInputs
-from sglang.runtime.model_runner import StepInputs
+from sglang.ops.step import StepInputs
 from sglang.runtime.scheduler.req import Req
 
 
@@ -48,10 +48,16 @@ def make_entry(req: Req, extend: int) -> BatchEntry:
     return BatchEntry(req, extend, start, input_logprob_positions(req, start, end), samples)
 
 
-def build_step(entries: list[BatchEntry]) -> tuple[StepInputs, list[tuple[list[int], int | None]]]:
+RowMap = list[tuple[list[int], int | None]]
+"""Per entry of a step: the indices of its input-logprob rows and of its sample row (or None)
+into the logits the runner returns."""
+
+
+def build_step(entries: list[BatchEntry]) -> tuple[StepInputs, RowMap]:
     """The packed inputs, and per entry (indices of its input-logprob rows, index of its sample
     row or None) into the logits the runner returns."""
-    ids, positions, logit_rows, row_map = [], [], [], []
+    ids, positions, logit_rows = [], [], []
+    row_map: RowMap = []
     token_offset = 0
     for e in entries:
         fill = e.req.fill_ids

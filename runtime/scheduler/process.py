@@ -14,6 +14,7 @@ import logging
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.sharedctypes import Synchronized
 
 import zmq
 
@@ -30,8 +31,8 @@ from sglang.runtime.process_setup import init_child_process
 from sglang.runtime.scheduler import kv_concat
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.scheduler import Scheduler
-from sglang.runtime.scheduler.watchdog import StepWatchdog
 from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.step_monitor import StepHeartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,9 @@ def server_info(scheduler: Scheduler) -> dict:
         "kv_tokens_evictable": scheduler.cache.evictable_size(),
         "kv_tokens_in_use": scheduler.capacity - scheduler.allocator.available_tokens(),
         **scheduler.stats,
+        "static_steps": scheduler.runner.step_stats.static_steps,
+        "eager_steps": scheduler.runner.step_stats.eager_steps,
+        "static_step_fallbacks": scheduler.runner.step_stats.static_fallbacks,
     }
 
 
@@ -164,7 +168,11 @@ def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
 
 
 def run_scheduler_process(
-    args: ServerArgs, endpoints: ipc.Endpoints, ready: Connection, placement: RankPlacement | None = None
+    args: ServerArgs,
+    endpoints: ipc.Endpoints,
+    ready: Connection,
+    step_clock: Synchronized,
+    placement: RankPlacement | None = None,
 ) -> None:
     init_child_process("scheduler", args.log_level)
     try:
@@ -179,17 +187,17 @@ def run_scheduler_process(
     ready.send(("ok", info))
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
-    watchdog = StepWatchdog(args.watchdog_timeout)
+    heartbeat = StepHeartbeat(step_clock)
     # Idle rank 0 wakes to tell the other ranks it is alive (and to notice if one is not).
-    heartbeat = scheduler.runner.heartbeat if isinstance(scheduler.runner, LeaderRunner) else None
+    ranks_heartbeat = scheduler.runner.heartbeat if isinstance(scheduler.runner, LeaderRunner) else None
     while True:
         if not scheduler.has_work:
-            watchdog.idle()
-            while not poller.poll(None if heartbeat is None else HEARTBEAT_S * 1000):
-                heartbeat()
+            heartbeat.idle()
+            while not poller.poll(None if ranks_heartbeat is None else HEARTBEAT_S * 1000):
+                ranks_heartbeat()
         for message in ipc.recv_nowait(inbox):
             _handle(scheduler, message, control)
-        watchdog.beat()
+        heartbeat.beat()
         updates = scheduler.step()
         if updates:
             ipc.send(to_detokenizer, TokenBatch(updates))

@@ -32,6 +32,9 @@ class LogprobLog:
     output_ids_logprob: list[list[tuple[float, int]]] = field(default_factory=list)
     output_entropy: list[float] = field(default_factory=list)
 
+BAD_REQUEST_STATUS = 400
+INTERNAL_ERROR_STATUS = 500
+
 
 class Req:
     def __init__(
@@ -153,5 +156,7 @@ class Req:
         found = first_match(patterns, tail_text(ids))
         return None if found is None else found[0]
 
-    def abort(self, message: str) -> None:
-        self.finish_reason = {"type": "abort", "message": message}
+    def abort(self, message: str, status_code: int = BAD_REQUEST_STATUS) -> None:
+        """Ends the request. `status_code` is the HTTP status its answer carries, as upstream's
+        abort reasons do: 400 for what the request itself asked, 500 for a failure of ours."""
+        self.finish_reason = {"type": "abort", "message": message, "status_code": status_code}

@@ -17,18 +17,18 @@ from collections.abc import Callable
 
 import torch
 
+from sglang.ops.step import StepError
 from sglang.runtime.io_struct import GenerateRequest, TokenUpdate
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_runner import ModelRunner
 from sglang.runtime.radix_cache import RadixCache
 from sglang.runtime.scheduler import logprobs
-from sglang.runtime.scheduler.batch import BatchEntry, build_step, make_entry
+from sglang.runtime.scheduler.batch import BatchEntry, RowMap, build_step, make_entry
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.policy import admission_order, waits_for_shared_prefill
-from sglang.runtime.scheduler.req import Req
-from sglang.runtime.scheduler.sampler import sample
+from sglang.runtime.scheduler.req import INTERNAL_ERROR_STATUS, Req
+from sglang.runtime.scheduler.sampler import SampleResult, sample
 from sglang.runtime.server_args import ServerArgs
-from sglang.runtime.step_executor import StepError
 
 logger = logging.getLogger(__name__)
 
@@ -112,26 +112,33 @@ class Scheduler:
         self._admit()
         entries = self._plan()
         if entries:
-            step, row_map = build_step(entries)
             try:
+                step, row_map = build_step(entries)
                 logits = self.runner.forward(step)
-            except StepError as exc:
-                self._fail_step(entries, str(exc))
+                sampled = self._sample(entries, row_map, logits)
+            except Exception as exc:  # the step's requests fail; the scheduler goes on
+                self._fail_step(entries, exc)
             else:
-                self._process(entries, row_map, logits)
+                self._process(entries, row_map, logits, sampled)
         updates, self.finished_updates = self.finished_updates, []
         return updates
 
-    def _fail_step(self, entries: list[BatchEntry], message: str) -> None:
-        """A step that could not run fails the requests in it (their KV is as before the step:
-        the slots it allocated are freed); every other request goes on."""
-        logger.error("a step of %d requests failed: %s", len(entries), message)
+    def _fail_step(self, entries: list[BatchEntry], exc: Exception) -> None:
+        """A step that raised fails the requests in it: the slots it allocated are freed (their
+        K/V may be half written, so they never reach the prefix cache), the rest of each
+        request's KV is released as usual, and every other request goes on."""
+        if isinstance(exc, StepError):
+            logger.error("a step of %d requests failed: %s", len(entries), exc)
+        else:
+            logger.exception("a step of %d requests raised", len(entries))
+        message = f"internal error in a model step: {type(exc).__name__}: {exc}"
         for e in entries:
-            self.free_slots(e.req.slots[e.req.kv_len :])
-            e.req.slots = e.req.slots[: e.req.kv_len]
-            self.running.remove(e.req)
-            e.req.abort(message)
-            self._finish(e.req)
+            req = e.req
+            self.free_slots(req.slots[req.kv_len - e.extend :])
+            req.slots = req.slots[: req.kv_len - e.extend]
+            self.running.remove(req)
+            req.abort(message, status_code=INTERNAL_ERROR_STATUS)
+            self._finish(req)
 
     def _release_aborted(self) -> None:
         for req in [r for r in self.running if r.finished]:
@@ -237,40 +244,60 @@ class Scheduler:
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
 
     # -- results -----------------------------------------------------------------------------
-    def _process(self, entries: list[BatchEntry], row_map, logits: torch.Tensor) -> None:
-        sample_rows = [(e.req, row) for e, (_, row) in zip(entries, row_map) if row is not None]
-        for e, (lp_rows, _) in zip(entries, row_map):
-            if lp_rows:
-                logprobs.record_input(e.req, e.input_logprob_rows, logits[lp_rows].log_softmax(-1))
-            self.stats["prompt_tokens"] += e.extend if not e.req.output_ids else 0
-        if sample_rows:
-            reqs = [r for r, _ in sample_rows]
-            result = sample(reqs, logits[[row for _, row in sample_rows]])
-            for i, (req, token) in enumerate(zip(reqs, result.token_ids)):
-                req.output_ids.append(token)
-                if req.first_token_time is None:
-                    req.first_token_time = time.monotonic()
-                self.stats["generation_tokens"] += 1
-                if result.logprobs is not None:
-                    logprobs.record_output(req, token, result.logprobs[i])
-                if req.grammar is not None:
-                    req.grammar.accept(token)
-                req.check_finished(self.tail_text)
-        for e in entries:
-            req = e.req
-            if not e.samples and req.kv_len == len(req.fill_ids) and req.max_new_tokens == 0:
-                req.finish_reason = {"type": "length", "length": 0}
-            if req.finished:
-                self.running.remove(req)
-                self._finish(req)
-                continue
-            if e.samples and (e.extend > 1 or len(req.output_ids) == 1):
-                # Prefill is complete (its last chunk may be a single token): share its pages
-                # with requests arriving meanwhile.
-                computed = req.fill_ids[: req.kv_len]
-                req.match, req.slots = self.cache.cache_unfinished(computed, req.slots, req.match, self.free_slots)
-            if req.stream and e.samples:
-                self.finished_updates.append(self._update(req))
+    @staticmethod
+    def _sample(entries: list[BatchEntry], row_map: RowMap, logits: torch.Tensor) -> SampleResult | None:
+        """The step's sampled tokens; changes no request's state, so a failure here fails the step."""
+        rows = [(e.req, row) for e, (_, row) in zip(entries, row_map) if row is not None]
+        if not rows:
+            return None
+        return sample([req for req, _ in rows], logits[[row for _, row in rows]])
+
+    def _process(
+        self, entries: list[BatchEntry], row_map: RowMap, logits: torch.Tensor, sampled: SampleResult | None
+    ) -> None:
+        tokens = iter(range(len(sampled.token_ids))) if sampled is not None else iter(())
+        for e, (lp_rows, row) in zip(entries, row_map):
+            index = next(tokens) if row is not None else None
+            try:
+                self._advance(e, lp_rows, logits, sampled, index)
+            except Exception as exc:  # one request's own state (its grammar, say) failed: only it ends
+                logger.exception("request %s failed after its step", e.req.rid)
+                e.req.abort(f"internal error: {type(exc).__name__}: {exc}", status_code=INTERNAL_ERROR_STATUS)
+                self.running.remove(e.req)
+                self._finish(e.req)
+
+    def _advance(
+        self, e: BatchEntry, lp_rows: list[int], logits: torch.Tensor, sampled: SampleResult | None, index: int | None
+    ) -> None:
+        """Applies one request's share of a step: input logprobs, its sampled token, finishing."""
+        req = e.req
+        if lp_rows:
+            logprobs.record_input(req, e.input_logprob_rows, logits[lp_rows].log_softmax(-1))
+        self.stats["prompt_tokens"] += e.extend if not req.output_ids else 0
+        if sampled is not None and index is not None:
+            token = sampled.token_ids[index]
+            req.output_ids.append(token)
+            if req.first_token_time is None:
+                req.first_token_time = time.monotonic()
+            self.stats["generation_tokens"] += 1
+            if sampled.logprobs is not None:
+                logprobs.record_output(req, token, sampled.logprobs[index])
+            if req.grammar is not None:
+                req.grammar.accept(token)
+            req.check_finished(self.tail_text)
+        if not e.samples and req.kv_len == len(req.fill_ids) and req.max_new_tokens == 0:
+            req.finish_reason = {"type": "length", "length": 0}
+        if req.finished:
+            self.running.remove(req)
+            self._finish(req)
+            return
+        if e.samples and (e.extend > 1 or len(req.output_ids) == 1):
+            # Prefill is complete (its last chunk may be a single token): share its pages
+            # with requests arriving meanwhile.
+            computed = req.fill_ids[: req.kv_len]
+            req.match, req.slots = self.cache.cache_unfinished(computed, req.slots, req.match, self.free_slots)
+        if req.stream and e.samples:
+            self.finished_updates.append(self._update(req))
 
     def _finish(self, req: Req) -> None:
         self._release_kv(req)

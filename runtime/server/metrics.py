@@ -51,6 +51,14 @@ class ServerMetrics:
         self.used_tokens = Gauge("sglang:num_used_tokens", "KV slots held by requests.", names,
                                  registry=r).labels(**self.labels)  # fmt: skip
         self.hit_rate = both(Gauge, "cache_hit_rate", "cache_hit_rate", "Share of prompt tokens from the cache.")
+        step_docs = {
+            "static_steps": "Model steps replayed from a captured bucket or run as a jitted function.",
+            "eager_steps": "Model steps run eagerly.",
+            "static_step_fallbacks": "Decode steps too large for the captured buckets' static buffers (rows "
+            "sharing long prefixes), run eagerly instead.",
+        }
+        self.step_counts = {key: Counter(f"sglang_{key}", doc, registry=r) for key, doc in step_docs.items()}
+        self._step_counts_seen = dict.fromkeys(self.step_counts, 0)
 
     def observe_finished(self, meta: dict[str, Any]) -> None:
         reason = (meta.get("finish_reason") or {}).get("type", "unknown")
@@ -84,4 +92,8 @@ class ServerMetrics:
         self.kv_usage.set(server_info["kv_tokens_in_use"] / total)
         self.token_usage.set(used / total)
         self.used_tokens.set(used)
+        for key, counter in self.step_counts.items():
+            # The scheduler keeps running totals; a counter only moves forward by the difference.
+            counter.inc(max(server_info[key] - self._step_counts_seen[key], 0))
+            self._step_counts_seen[key] = server_info[key]
         return generate_latest(self.registry)

@@ -98,16 +98,27 @@ async def generate(request: Request) -> Response:
     if obj.stream:
         return StreamingResponse(sse_stream(await first_output(outputs)), media_type="text/event-stream")
     try:
-        return json_response(await until_disconnected(request, last_item(outputs)))
+        result = await until_disconnected(request, last_item(outputs))
     except Exception as e:
         raise as_api_error(e) or e from None
+    raise_server_failure(result)
+    return json_response(result)
+
+
+def raise_server_failure(result: dict[str, Any] | list[dict[str, Any]]) -> None:
+    """A request that ended because of a failure of ours (its model step raised: an abort with a
+    5xx status) is answered with that status in the error shape, not as a 200 with an abort."""
+    for output in result if isinstance(result, list) else [result]:
+        reason = output["meta_info"].get("finish_reason") or {}
+        if reason.get("type") == "abort" and reason.get("status_code", 400) >= 500:
+            raise ApiError(reason["status_code"], reason.get("message") or "internal error")
 
 
 @router.get("/health")
 async def health(request: Request) -> Response:
     state = server_state(request)
     if state.manager.dead_reason is not None:
-        raise ApiError(503, f"unhealthy: {state.manager.dead_reason}")
+        raise ApiError(503, f"unhealthy: the engine died ({state.manager.dead_reason}); the server exits with status 1")
     return Response(status_code=200)
 
 

@@ -1,6 +1,8 @@
-"""`sglang serve`: the engine's children, the tokenizer manager on uvicorn's event loop, and a
+"""`sglang serve`: the engine's children, the tokenizer manager on uvicorn's event loop, a
 graceful drain on SIGTERM/SIGINT (stop accepting, finish running requests within
-`DRAIN_TIMEOUT_S`, exit 0)."""
+`DRAIN_TIMEOUT_S`, exit 0), and an exit with status 1 when the engine dies (a child process
+exits, or the scheduler hangs past `--watchdog-timeout` and is killed): pending requests get
+503, `/health` says why, and a supervisor restarts the server."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from sglang.runtime.tokenizer_manager import TokenizerManager
 logger = logging.getLogger("sglang.server")
 
 DRAIN_TIMEOUT_S = 30.0
+DEATH_EXIT_DELAY_S = 2.0
+"""After the engine dies, `/health` answers 503 (naming the cause) this long before the exit."""
 
 
 class DrainingServer(uvicorn.Server):
@@ -60,31 +64,36 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True
 
 
-async def _serve(args: ServerArgs, children: Children, tokenizer) -> None:
+async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
+    """Serves until drained or until the engine dies; the exit status (1 after a death)."""
     manager = TokenizerManager(children.endpoints, children.info, tokenizer, args.max_queued_requests)
     manager.start()
     loop = asyncio.get_running_loop()
-    for process in children.processes:
-
-        def on_exit(process=process) -> None:
-            loop.remove_reader(process.sentinel)
-            manager.fail_all(f"the {process.name} process exited unexpectedly (exit code {process.exitcode})")
-
-        loop.add_reader(process.sentinel, on_exit)
     state = ServerState(args=args, info=children.info, tokenizer=tokenizer, manager=manager)
     config = uvicorn.Config(
         create_app(state), host=args.host, port=args.port, log_level=args.log_level, access_log=False,
         timeout_graceful_shutdown=5, lifespan="off",
     )  # fmt: skip
     server = DrainingServer(config, state)
+
+    def on_dead(reason: str) -> None:
+        """Pending requests fail with 503 at once; the server exits a moment later, once their
+        answers are out, with status 1 for its supervisor to restart it."""
+        first = manager.dead_reason is None
+        manager.fail_all(reason)
+        if first:
+            logger.error("the engine died; exiting with status 1 in %.0f s", DEATH_EXIT_DELAY_S)
+            loop.call_later(DEATH_EXIT_DELAY_S, setattr, server, "should_exit", True)
+
+    stop_supervising = children.supervise(loop, on_dead, args.watchdog_timeout)
     ready = loop.create_task(_announce_when_ready(server, args, children))
     try:
         await server.serve()
     finally:
         ready.cancel()
-        for process in children.processes:
-            loop.remove_reader(process.sentinel)
+        stop_supervising()
         manager.close()
+    return 0 if manager.dead_reason is None else 1
 
 
 async def _announce_when_ready(server: uvicorn.Server, args: ServerArgs, children: Children) -> None:
@@ -111,9 +120,8 @@ def serve(args: ServerArgs) -> int:
         try:
             import uvloop
 
-            uvloop.run(_serve(args, children, tokenizer))
+            return uvloop.run(_serve(args, children, tokenizer))
         except ImportError:
-            asyncio.run(_serve(args, children, tokenizer))
+            return asyncio.run(_serve(args, children, tokenizer))
     finally:
         children.terminate()
-    return 0

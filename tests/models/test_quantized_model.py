@@ -17,9 +17,10 @@ from sglang.ci.suites.real_model import PROMPTS, chat_ids, greedy_ours
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.binding import install
 from sglang.ops.quant import QuantizedWeight
+from sglang.ops.step import StepInputs
 from sglang.platforms.kernels.cpu_cpp.linear import TILES
 from sglang.runtime.model_loading import LoadedModel, load_model
-from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.runtime.model_runner import ModelRunner
 from sglang.runtime.server_args import ServerArgs
 
 LOGIT_TOLERANCE = 1e-2

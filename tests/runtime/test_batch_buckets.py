@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang.runtime.batch_buckets import BucketPolicy
+from sglang.ops.buckets import BucketPolicy
 
 
 def test_up_to_covers_every_batch_with_bounded_padding() -> None:

@@ -17,13 +17,14 @@ import pytest
 import torch
 
 from sglang.ops.attention import AttentionInputs, AttentionLayer, CaptureLimits
+from sglang.ops.buckets import BucketPolicy
+from sglang.ops.step import StepInputs
 from sglang.platforms.cpu.platform import COMPILE_ENV, CpuPlatform
 from sglang.platforms.cpu.runtime import CompiledDecodeRuntime, TracedDecodeRuntime
+from sglang.platforms.execution.captured import CapturedStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
-from sglang.runtime.batch_buckets import BucketPolicy
-from sglang.runtime.graph_runner import GraphRunner
 from sglang.runtime.model_loading import load_model
-from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.runtime.model_runner import ModelRunner
 from sglang.runtime.server_args import ServerArgs
 
 QUESTIONS = ("What is the capital of France?", "Name three primary colors.", "Write one sentence about the sea.",
@@ -73,9 +74,9 @@ def test_captured_buckets_match_eager(monkeypatch, compiled: bool) -> None:
     platform = CpuPlatform()
     assert isinstance(platform.runtime, CompiledDecodeRuntime if compiled else TracedDecodeRuntime)
     runner = ModelRunner(loaded.model, platform, slots, graph_buckets=BucketPolicy((1, 2, 4, 8)))
-    assert isinstance(runner.graph_runner, GraphRunner)
+    assert isinstance(runner.step_runner, CapturedStepRunner)
     assert greedy(runner, prompts) == eager
-    assert runner.graph_runner.captured_buckets == (1, 2, 4, 8)
+    assert sorted(runner.step_runner.stats.captured_buckets) == [1, 2, 4, 8]
 
 
 def test_pool_attention_refuses_to_capture_what_it_cannot_serve() -> None:

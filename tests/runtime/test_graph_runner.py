@@ -1,6 +1,6 @@
-"""The graph runner on cpu, against a stand-in runtime whose capture records the step and replays
-it by calling it again (a real CUDA graph replays recorded kernels; what the runner owes both is
-the same: static buffers refilled in place before each replay).
+"""The captured step runner on cpu, against a stand-in runtime whose capture records the step and
+replays it by calling it again (a real CUDA graph replays recorded kernels; what the runner owes
+both is the same: static buffers refilled in place before each replay).
 
 The attention backend is the flashinfer adapter over the recording flashinfer stand-in (it has
 static, capturable decode metadata), on a tiny random-weight Llama-style model.
@@ -16,15 +16,17 @@ import torch
 
 from sglang.ops.attention import AttentionInputs, CaptureLimits, ReferenceAttention
 from sglang.ops.binding import resolve
+from sglang.ops.buckets import BucketPolicy
 from sglang.ops.collectives import SingleProcessCommunicator
+from sglang.ops.step import StepInputs
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.platforms.cpu.runtime import TracedDecodeRuntime
-from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.platforms.device_runtime import DeviceRuntime, GraphCapturingRuntime
+from sglang.platforms.execution.captured import CapturedStepRunner, pad_decode
+from sglang.platforms.execution.eager import EagerStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
-from sglang.runtime.batch_buckets import BucketPolicy
 from sglang.runtime.distributed.group import TPGroup, using_tp_group
-from sglang.runtime.graph_runner import GraphRunner, RuntimeGraphCapturer, pad_decode
-from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.runtime.model_runner import ModelRunner
 from sglang.runtime.server_args import ServerArgs
 
 from ..tiny_decoder import cpu_platform_with, tiny_llama_decoder
@@ -37,9 +39,7 @@ SPAN = 40
 """Slots per sequence: sequence `i` owns slots `1 + i * SPAN ...` (slot 0 is the scratch slot)."""
 
 
-class RecordingRuntime(DeviceRuntime):
-    supports_graphs = True
-
+class RecordingRuntime(GraphCapturingRuntime):
     def __init__(self) -> None:
         self.captured: list = []
         self.replays = 0
@@ -103,7 +103,8 @@ def test_same_tokens_with_and_without_capture(flashinfer_backend) -> None:
     graphed = ModelRunner(
         model, cpu_platform_with(runtime), NUM_SLOTS, backend_cls(4, 2, 16, torch.float32, "cpu"), BUCKETS
     )
-    assert eager.graph_runner is None and graphed.graph_runner is not None
+    assert isinstance(eager.step_runner, EagerStepRunner)
+    assert isinstance(graphed.step_runner, CapturedStepRunner)
 
     for buffer in (*eager.kv_buffers, *graphed.kv_buffers):
         buffer.zero_()  # the pool starts uninitialized: give untouched slots a value to compare
@@ -113,7 +114,8 @@ def test_same_tokens_with_and_without_capture(flashinfer_backend) -> None:
     actual = _generate(graphed, prompts, steps=6)
 
     assert actual == expected
-    assert graphed.graph_runner.captured_buckets == (4,), "three rows run in bucket 4, captured once"
+    assert graphed.step_runner.stats.captured_buckets == [4], "three rows run in bucket 4, captured once"
+    assert graphed.step_runner.stats.static_steps == 6 and graphed.step_runner.stats.static_fallbacks == 0
     assert len(runtime.captured) == 1 and runtime.replays == 6
     # Metadata lives in static buffers refilled in place: same storage, the last step's page view.
     assert indptr.data_ptr() == storage
@@ -128,24 +130,48 @@ def test_same_tokens_with_and_without_capture(flashinfer_backend) -> None:
         assert not torch.equal(ours[:, 0], theirs[:, 0]), "the padded row's K/V went to slot 0"
 
 
-def test_bucket_choice(flashinfer_backend) -> None:
+def test_step_routing(flashinfer_backend) -> None:
+    """Decode batches a bucket holds replay; prefill, batches past the largest bucket, rows past
+    the static tables and batches whose shared prefixes overflow the static slot table run
+    eagerly (the last counted as fallbacks), each with the eager runner's logits."""
     backend_cls, _ = flashinfer_backend
+    model = tiny_llama_decoder()
     backend = backend_cls(4, 2, 16, torch.float32, "cpu")
-    limits = CaptureLimits.for_pool(max_batch=8, num_slots=NUM_SLOTS, max_seq_len=64)
-    runner = GraphRunner(
-        tiny_llama_decoder(), backend, RuntimeGraphCapturer(RecordingRuntime()), BUCKETS, limits, torch.device("cpu")
+    cpu = torch.device("cpu")
+    eager = EagerStepRunner(model, backend_cls(4, 2, 16, torch.float32, "cpu"), cpu)
+    limits = CaptureLimits.for_pool(max_batch=8, num_slots=16, max_seq_len=64)
+    assert limits.max_kv_entries == 4 * 16 + 8, "four pools' worth, below max_batch * max_seq_len"
+    runner = CapturedStepRunner(EagerStepRunner(model, backend, cpu), RecordingRuntime(), BUCKETS, limits)
+    assert runner.disabled_reason is None
+    kv = eager.allocate_kv(backend.kv_buffer_shape(1 + 10 * SPAN), torch.float32, 2)
+    for buffer in kv:
+        buffer.zero_()
+
+    def run(step: StepInputs) -> tuple[int, int, int]:
+        before = (runner.stats.static_steps, runner.stats.eager_steps, runner.stats.static_fallbacks)
+        ours, _ = runner.run(step, [b.clone() for b in kv])
+        theirs, _ = eager.run(step, [b.clone() for b in kv])
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+        after = (runner.stats.static_steps, runner.stats.eager_steps, runner.stats.static_fallbacks)
+        return tuple(a - b for a, b in zip(after, before))
+
+    def decode(lens: list[int]) -> StepInputs:
+        return _step([[7] * n for n in lens], [1] * len(lens))
+
+    assert run(decode([3, 4, 5])) == (1, 0, 0)
+    assert run(_step([[5, 9, 13, 2]], [4])) == (0, 1, 0), "prefill: eager"
+    assert run(decode([2] * 9)) == (0, 1, 0), "larger than every bucket: eager"
+    assert run(decode([65])) == (0, 1, 1), "longer than the static tables: eager, counted"
+    shared = [torch.cat([_slots(0, 30), _slots(1 + i, 1)]) for i in range(4)]
+    sharing = StepInputs(
+        input_ids=torch.tensor([7] * 4),
+        positions=torch.tensor([30] * 4),
+        attention=AttentionInputs((31,) * 4, (1,) * 4, torch.cat(shared)),
+        logit_rows=torch.arange(4),
     )
-
-    def decode(lens):
-        return AttentionInputs(tuple(lens), (1,) * len(lens), torch.cat([_slots(i, n) for i, n in enumerate(lens)]))
-
-    assert runner.bucket_for(decode([3])) == 1
-    assert runner.bucket_for(decode([3, 4, 5])) == 4
-    assert runner.bucket_for(decode([2] * 8)) == 8
-    assert runner.bucket_for(decode([2] * 9)) is None, "larger than every bucket: eager"
-    assert runner.bucket_for(decode([65])) is None, "longer than the static tables: eager"
-    assert runner.bucket_for(AttentionInputs((4,), (4,), _slots(0, 4))) is None, "prefill: eager"
-    padded = pad_decode(decode([3, 4, 5]), 4)
+    assert sharing.attention.kv_slots.numel() > limits.max_kv_entries
+    assert run(sharing) == (0, 1, 1), "rows sharing a prefix past the slot table: eager, counted"
+    padded = pad_decode(decode([3, 4, 5]).attention, 4)
     assert padded.seq_lens == (3, 4, 5, 1) and int(padded.kv_slots[-1]) == 0
 
 
@@ -158,7 +184,7 @@ def test_backend_without_capture_runs_eagerly() -> None:
         ReferenceAttention(4, 2, 16, torch.float32, torch.device("cpu")),
         BUCKETS,
     )
-    assert runner.graph_runner is None
+    assert isinstance(runner.step_runner, EagerStepRunner)
 
 
 def test_disable_cuda_graph_flag() -> None:
@@ -171,11 +197,11 @@ def test_platform_bucket_capabilities() -> None:
     """cpu captures every batch size up to its default largest bucket (a padded row costs what a
     real one does there); `--cuda-graph-max-bs` overrides the default, never beyond the running cap."""
     cpu = CpuPlatform.capabilities
-    assert cpu.exact_decode_buckets and cpu.default_graph_max_batch is not None
-    assert ServerArgs().graph_buckets(cpu) == BucketPolicy(tuple(range(1, cpu.default_graph_max_batch + 1)))
+    assert cpu.steps.exact_buckets and cpu.steps.default_max_batch is not None
+    assert ServerArgs().graph_buckets(cpu) == BucketPolicy(tuple(range(1, cpu.steps.default_max_batch + 1)))
     assert ServerArgs(cuda_graph_max_bs=3).graph_buckets(cpu).sizes == (1, 2, 3)
     assert ServerArgs(cuda_graph_max_bs=40, max_running_requests=24).graph_buckets(cpu).largest == 24
-    padded = dataclasses.replace(cpu, exact_decode_buckets=False, default_graph_max_batch=None)
+    padded = dataclasses.replace(cpu, steps=dataclasses.replace(cpu.steps, exact_buckets=False, default_max_batch=None))
     assert ServerArgs(max_running_requests=24).graph_buckets(padded) == BucketPolicy.up_to(24)
     assert ServerArgs(disable_cuda_graph=True).graph_buckets(cpu) is None
 
@@ -186,7 +212,7 @@ def test_traced_steps_stay_off_under_tensor_parallelism(caplog) -> None:
     model = tiny_llama_decoder()
     backend = PoolDecodeAttention(4, 2, 16, torch.float32, torch.device("cpu"))
     platform = cpu_platform_with(TracedDecodeRuntime())
-    assert ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).graph_runner is not None
+    assert isinstance(ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).step_runner, CapturedStepRunner)
     with using_tp_group(TPGroup(0, 2, SingleProcessCommunicator())), caplog.at_level(logging.INFO):
-        assert ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).graph_runner is None
+        assert isinstance(ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).step_runner, EagerStepRunner)
     assert "static steps cannot hold collectives" in caplog.text

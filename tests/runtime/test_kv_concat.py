@@ -17,7 +17,8 @@ import torch
 from sglang import ops
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.rotary import RopeScaling, RotaryTable
-from sglang.runtime.model_runner import ModelRunner, StepInputs, _shift_table
+from sglang.ops.step import StepInputs
+from sglang.runtime.model_runner import ModelRunner, _shift_table
 from sglang.runtime.scheduler.kv_concat import ConcatInput, concat_cached_branches
 from sglang.runtime.scheduler.scheduler import Scheduler
 

@@ -152,9 +152,9 @@ def test_abort_of_waiting_and_running_requests_frees_their_kv(rt: Runtime) -> No
             sched.abort("unknown", "ignored")
 
     outcomes = rt.run_on(scheduler, [running, waiting], between_steps=abort_both)
-    assert outcomes["waiting"].finish_reason == {"type": "abort", "message": "gone"}
+    assert outcomes["waiting"].finish_reason == {"type": "abort", "message": "gone", "status_code": 400}
     assert outcomes["waiting"].output_ids == []
-    assert outcomes["running"].finish_reason == {"type": "abort", "message": "gone"}
+    assert outcomes["running"].finish_reason == {"type": "abort", "message": "gone", "status_code": 400}
     assert 0 < len(outcomes["running"].output_ids) < 50
     assert_kv_accounted(scheduler)
 

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from sglang.ops.attention import AttentionInputs
+from sglang.ops.step import StepInputs
 from sglang.runtime.io_struct import LogprobRequest
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
-from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.runtime.model_runner import ModelRunner
 
 from .runtime_harness import Runtime, chat_prompt, corpus_ids, make_request, model_threads
 

@@ -16,5 +16,5 @@ if __name__ == "__main__":
     ckpt = checkpoint("llama", Path(sys.argv[1]))
     runner = runner_for(ckpt, select_platform("tpu"))
     Feeder(runner, ckpt.prompts).step([(0, 0, 5)])
-    (record,) = runner.executor.records
+    (record,) = runner.step_runner.records
     print(json.dumps({"shape": str(record.shape), "compile_s": record.compile_s}))

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from sglang.ci.suites.model_harness import FP32_ATOL
+from sglang.ops.step import StepError
 from sglang.platforms import select_platform
-from sglang.runtime.step_executor import StepError
 
 from .tiny_models import SPEC_NAMES, Feeder, checkpoint, runner_for
 
@@ -59,7 +59,7 @@ def test_decode_batches_share_bucket_shapes(ckpt_root, xla_cpu: None) -> None:
     for batch in (1, 2, 3, 4, 5, 5, 3, 1):
         feeder.step([(i, lengths[i], lengths[i] + 1) for i in range(batch)])
         lengths[:batch] = [n + 1 for n in lengths[:batch]]
-    shapes = [r.shape for r in runner.executor.records]
+    shapes = [r.shape for r in runner.step_runner.records]
     assert len(shapes) == len(set(shapes)), "a shape was compiled twice"
     # The prefill (60 tokens of 5 sequences), then one decode shape per batch bucket 1, 2, 4, 8.
     assert [(s.tokens, s.ragged.num_seqs) for s in shapes] == [(64, 8), (1, 1), (2, 2), (4, 4), (8, 8)]
@@ -68,7 +68,7 @@ def test_decode_batches_share_bucket_shapes(ckpt_root, xla_cpu: None) -> None:
 def test_a_shape_that_fails_to_compile_fails_only_its_steps(ckpt_root, xla_cpu: None, monkeypatch) -> None:
     ckpt = checkpoint("llama", ckpt_root)
     runner = runner_for(ckpt, select_platform("tpu"))
-    executor = runner.executor
+    executor = runner.step_runner
     original, calls = executor._function, []
 
     def failing_for_prefill(max_q_len: int):

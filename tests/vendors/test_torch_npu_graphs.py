@@ -18,10 +18,13 @@ import torch
 from sglang import ops
 from sglang.ops.attention import AttentionInputs, AttentionMetadata, CaptureLimits, ReferenceAttention
 from sglang.ops.binding import resolve
+from sglang.ops.buckets import BucketPolicy
+from sglang.ops.step import StepInputs
 from sglang.platforms.device_runtime import GRAPH_WARMUP_RUNS, DeviceRuntime
+from sglang.platforms.execution.captured import CapturedStepRunner
+from sglang.platforms.execution.eager import EagerStepRunner
 from sglang.platforms.npu.runtime import NpuRuntime
-from sglang.runtime.batch_buckets import BucketPolicy
-from sglang.runtime.model_runner import ModelRunner, StepInputs
+from sglang.runtime.model_runner import ModelRunner
 
 from ..tiny_decoder import cpu_platform_with, tiny_llama_decoder
 from .standin import ContractError, Recorder, installed
@@ -171,7 +174,8 @@ def test_same_tokens_with_and_without_npu_graphs(npu) -> None:
 
     eager = ModelRunner(model, cpu_platform_with(DeviceRuntime()), NUM_SLOTS, backend())
     graphed = ModelRunner(model, cpu_platform_with(NpuRuntime()), NUM_SLOTS, backend(), BUCKETS)
-    assert eager.graph_runner is None and graphed.graph_runner is not None
+    assert isinstance(eager.step_runner, EagerStepRunner)
+    assert isinstance(graphed.step_runner, CapturedStepRunner)
 
     for buffer in (*eager.kv_buffers, *graphed.kv_buffers):
         buffer.zero_()  # the pool starts uninitialized: give untouched slots a value to compare
@@ -179,7 +183,7 @@ def test_same_tokens_with_and_without_npu_graphs(npu) -> None:
     actual = _generate(graphed, prompts, steps=6)
 
     assert actual == expected
-    assert graphed.graph_runner.captured_buckets == (4,), "three rows run in bucket 4, captured once"
+    assert graphed.step_runner.stats.captured_buckets == [4], "three rows run in bucket 4, captured once"
     assert npu.names().count("NPUGraph.capture_end") == 1 and npu.names().count("NPUGraph.replay") == 6
     assert npu.last("NPUGraph.capture_end")["calls"] > 0, "the step's work was recorded in the graph"
     for ours, theirs in zip(graphed.kv_buffers, eager.kv_buffers):
@@ -191,8 +195,8 @@ def test_npu_attention_keeps_decode_graphs_off_and_says_why(npu, caplog) -> None
     attention = resolve("sglang.platforms.kernels.torch_npu.attention:NpuAttention")
     backend = attention(4, 2, 16, torch.float32, torch.device("cpu"))
     backend.page_size = 16
-    with caplog.at_level(logging.INFO, logger="sglang.runtime.model_runner"):
+    with caplog.at_level(logging.INFO, logger="sglang.platforms.base"):
         runner = ModelRunner(tiny_llama_decoder(), cpu_platform_with(NpuRuntime()), NUM_SLOTS, backend, BUCKETS)
-    assert runner.graph_runner is None
-    assert "decode graphs off: torch_npu's fused infer attention takes sequence lengths as host lists" in caplog.text
+    assert isinstance(runner.step_runner, EagerStepRunner)
+    assert "decode steps eager: torch_npu's fused infer attention takes sequence lengths as host lists" in caplog.text
     assert "NPUGraph.capture_begin" not in npu.names()

@@ -38,13 +38,13 @@ class ResponseHeader:
 
 def finish_reason(meta: dict[str, Any]) -> str | None:
     """OpenAI's `stop`/`length` for a finished output, None while it runs. An aborted request
-    (its grammar did not compile, it cannot fit in the KV cache, an admin aborted it) has no
-    OpenAI finish reason and becomes an error."""
+    (its grammar did not compile, it cannot fit in the KV cache, an admin aborted it, its step
+    failed) has no OpenAI finish reason and becomes an error with the abort's status."""
     reason = meta.get("finish_reason")
     if reason is None:
         return None
     if reason["type"] == "abort":
-        raise ApiError(400, f"the request was aborted: {reason.get('message')}")
+        raise ApiError(reason.get("status_code", 400), f"the request was aborted: {reason.get('message')}")
     return "length" if reason["type"] == "length" else "stop"
 
 

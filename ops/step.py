@@ -1,0 +1,98 @@
+"""The step contract: what the model runner hands a platform's step runner, and gets back.
+
+A step is one forward pass over a packed batch (prefill, decode, or a mix). The runtime builds
+`StepInputs`; the platform runs them with the `StepRunner` it chose from its declared
+capabilities (eager steps, bucketed capture, or jitted functional steps; `platforms.execution`
+and the tpu platform hold the three); the model reads a `ForwardContext`. These types sit below
+both `runtime/` and `platforms/`, so neither imports the other to run a step.
+
+Invariants every runner keeps:
+- `run` returns float32 logits of exactly `step.logit_rows`, and the KV buffers to use next (the
+  same tensors on in-place devices, new ones on functional devices: the given ones may then
+  have been donated);
+- a step that cannot run raises; `StepError` means the buffers given are still valid, any other
+  exception means the step's own new slots may hold garbage (the caller frees them);
+- which runner serves a step never changes its results beyond kernel rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from sglang.ops.attention import AttentionBackend, AttentionInputs, AttentionMetadata
+
+PADDING_SLOT = 0
+"""The KV slot that padded rows of a static-shape step write to; the allocator never hands it out."""
+
+StepOutput = tuple[torch.Tensor, list[torch.Tensor]]
+"""Float32 logits and the KV buffers to use next."""
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """One step's packed batch. `logit_rows` selects the token rows whose logits are needed
+    (each sequence's last token, plus prompt tokens whose logprobs were asked for)."""
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    attention: AttentionInputs
+    logit_rows: torch.Tensor
+
+
+@dataclass
+class ForwardContext:
+    """Attention state for one step.
+
+    `kv_buffers[i]` is layer `i`'s KV buffer. Each attention layer replaces its entry with the
+    buffer the attention op hands back, so after the forward the list holds the buffers to use
+    next step (the same tensors on in-place platforms, new ones on functional platforms).
+    """
+
+    attn_backend: AttentionBackend
+    attn_metadata: AttentionMetadata
+    kv_buffers: list[torch.Tensor]
+
+
+class StepError(RuntimeError):
+    """A step could not run (its batch shape failed to compile, say): the requests in it fail
+    with this message, the KV buffers given to the step are still valid, and the server goes on
+    with the next step."""
+
+
+class StepModel(Protocol):
+    """What a step runner calls: the decoder's forward over packed tokens, then its logits."""
+
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor: ...
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass
+class StepStats:
+    """How a runner's steps ran, for `/metrics` and tests. Counts only grow."""
+
+    eager_steps: int = 0
+    """Steps run eagerly (every step of an eager runner; the rest of a capturing one's)."""
+    static_steps: int = 0
+    """Steps replayed from a captured bucket or run as a compiled (jitted) function."""
+    static_fallbacks: int = 0
+    """Decode steps a bucket would have served but whose metadata did not fit its static buffers
+    (shared prefixes past the declared limits, say): they ran eagerly instead."""
+    captured_buckets: list[int] = field(default_factory=list)
+    """Buckets made static so far, in capture order."""
+
+
+class StepRunner(Protocol):
+    """Runs steps on one platform. Exactly one per model runner, chosen by `Platform.step_runner`."""
+
+    stats: StepStats
+
+    def allocate_kv(self, shape: tuple[int, ...], dtype: torch.dtype, num_layers: int) -> list[torch.Tensor]:
+        """One KV buffer per layer, of the attention backend's layout."""
+
+    def run(self, step: StepInputs, kv_buffers: list[torch.Tensor]) -> StepOutput:
+        """Logits `[len(step.logit_rows), vocab]` (float32, host or device) and the KV buffers to
+        use next; see the module's invariants."""

@@ -1,0 +1,106 @@
+"""Decode steps padded to fixed batch buckets, each made static once and then replayed.
+
+A decode batch of `n` rows runs as the smallest bucket `b >= n` of the `BucketPolicy`. Rows
+`n..b` are padding: token 0 at position 0, one KV token in the scratch slot (`PADDING_SLOT`,
+which the allocator never hands out), so their K/V writes land there and their logits are never
+returned, hence never sampled. Sampling stays outside the static step.
+
+How a bucket's step is made static is the device runtime's `capture_step`: a CUDA/NPU graph
+captured once and replayed, a TorchScript trace (cpu), or an inductor-compiled function. Each
+gets the same `BucketStep` and returns a callable of the same signature. The step reads its
+inputs only from static buffers: token ids and positions owned here, and the attention metadata
+the backend handed out for the bucket (`AttentionBackend.capture_metadata`), which
+`replay_metadata` rewrites in place before every replay.
+
+Invariants: a bucket is captured at most once; between replays only buffer contents change,
+never which tensors the step reads; a padded row never writes outside the scratch slot and its
+logits never leave `run`; a step the static buffers cannot hold (`CaptureLimits.admits`) runs
+eagerly and is counted in `stats.static_fallbacks`, so no schedule can overflow them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from sglang.ops.attention import AttentionInputs, CaptureLimits
+from sglang.ops.buckets import BucketPolicy
+from sglang.ops.step import PADDING_SLOT, ForwardContext, StepInputs, StepOutput
+from sglang.platforms.device_runtime import BucketStep, DeviceRuntime
+from sglang.platforms.execution.eager import EagerStepRunner
+
+logger = logging.getLogger(__name__)
+
+
+def pad_decode(inputs: AttentionInputs, bucket: int) -> AttentionInputs:
+    """`inputs` (decode rows) with `bucket - n` padded rows of one token in the scratch slot."""
+    pad = bucket - len(inputs.seq_lens)
+    scratch = torch.full((pad,), PADDING_SLOT, dtype=inputs.kv_slots.dtype, device=inputs.kv_slots.device)
+    return AttentionInputs(
+        seq_lens=(*inputs.seq_lens, *(1,) * pad),
+        extend_lens=(*inputs.extend_lens, *(1,) * pad),
+        kv_slots=torch.cat([inputs.kv_slots, scratch]),
+    )
+
+
+class CapturedStepRunner:
+    """Replays captured decode buckets; runs every other step through its eager runner.
+
+    Built only when the backend accepted the limits (`disabled_reason` is None)."""
+
+    def __init__(
+        self, eager: EagerStepRunner, runtime: DeviceRuntime, policy: BucketPolicy, limits: CaptureLimits
+    ) -> None:
+        self.eager = eager
+        self.runtime = runtime
+        self.policy = policy
+        self.limits = limits
+        self.stats = eager.stats
+        self.disabled_reason = eager.backend.init_capture(limits)
+        self.input_ids = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
+        self.positions = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
+        self._replays: dict[int, BucketStep] = {}
+
+    def allocate_kv(self, shape: tuple[int, ...], dtype: torch.dtype, num_layers: int) -> list[torch.Tensor]:
+        return self.eager.allocate_kv(shape, dtype, num_layers)
+
+    def run(self, step: StepInputs, kv_buffers: list[torch.Tensor]) -> StepOutput:
+        inputs = step.attention
+        bucket = self.policy.bucket_for(len(inputs.seq_lens)) if inputs.is_decode else None
+        if bucket is None:
+            return self.eager.run(step, kv_buffers)
+        padded = pad_decode(inputs, bucket)
+        if not self.limits.admits(padded):
+            self.stats.static_fallbacks += 1
+            return self.eager.run(step, kv_buffers)
+        self.stats.static_steps += 1
+        rows = len(inputs.seq_lens)
+        device = self.eager.device
+        self.input_ids[:rows].copy_(step.input_ids.to(device))
+        self.input_ids[rows:bucket].zero_()
+        self.positions[:rows].copy_(step.positions.to(device))
+        self.positions[rows:bucket].zero_()
+        replay = self._replays.get(bucket)
+        if replay is None:
+            replay = self._capture(bucket, padded, kv_buffers)
+        self.eager.backend.replay_metadata(bucket, padded)
+        logits, kv_buffers = replay(kv_buffers)
+        return logits[step.logit_rows.to(logits.device)], kv_buffers
+
+    def _capture(self, bucket: int, padded: AttentionInputs, kv_buffers: list[torch.Tensor]) -> BucketStep:
+        backend, model = self.eager.backend, self.eager.model
+        metadata = backend.capture_metadata(bucket)
+        # Capturing may run the step (CUDA graphs warm up eagerly): give it this batch's real inputs.
+        backend.replay_metadata(bucket, padded)
+        ids, positions = self.input_ids[:bucket], self.positions[:bucket]
+
+        def step(buffers: list[torch.Tensor]) -> StepOutput:
+            ctx = ForwardContext(backend, metadata, list(buffers))
+            return model.compute_logits(model(ids, positions, ctx)), ctx.kv_buffers
+
+        replay = self.runtime.capture_step(step, kv_buffers)
+        self._replays[bucket] = replay
+        self.stats.captured_buckets.append(bucket)
+        logger.info("decode bucket %d captured (%s)", bucket, type(self.runtime).__name__)
+        return replay
