@@ -15,13 +15,13 @@ from sglang.ci.servers import (
     HOST,
     LaunchSpec,
     ServerGroup,
+    free_port,
     launch,
     launched,
     serve_spec,
     sse_events,
     wait_until,
 )
-from sglang.ci.servers.spec import free_port
 
 from .fake_model_server import LAST_WORDS
 
