@@ -6,6 +6,7 @@ the model holds this rank's shard and the source reads only this rank's slices."
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,12 @@ from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
+KERNEL_FAMILIES_ENV = "SGLANG_KERNEL_FAMILIES"
+"""`SGLANG_KERNEL_FAMILIES=triton[,...]` replaces the selected platform's kernel families (the
+reference stays last), for conformance runs of one family on another platform's tensors: the
+schedule fuzzer runs the Engine with the triton family on cpu tensors in Triton's interpreter
+(`TRITON_INTERPRET=1`). Unset, the platform's declared families are used."""
+
 
 @dataclass
 class LoadedModel:
@@ -47,6 +54,9 @@ class LoadedModel:
 
 def select(args: ServerArgs) -> Platform:
     platform = select_platform(args.device)
+    families = [f.strip() for f in os.environ.get(KERNEL_FAMILIES_ENV, "").split(",") if f.strip()]
+    if families:
+        platform = type(platform)(kernel_families=families)
     platform.configure_host_threads(args.cpu_threads)
     platform.check_page_size(args.page_size)
     return platform

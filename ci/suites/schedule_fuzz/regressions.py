@@ -1,0 +1,50 @@
+"""Fixed schedules every fuzzer target runs: past crashes and the fuzzer's shrunk finds.
+
+Each is a sequence of workloads run one after the other on the target's engine (2048-token pool,
+128-token chunks, see `targets`) and checked like any fuzzed workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sglang.ci.suites.schedule_fuzz.strategies import FULL, INTERPRETED, WorkloadBudget, tokens
+from sglang.ci.suites.schedule_fuzz.workload import RequestSpec, Workload
+
+PROMPT_420 = tokens(420, seed=22)
+N8_NEW_TOKENS = 4
+"""Past the first token (each copy's extend step), three decode steps of eight rows whose slots
+sum to 8 x 421 > 2048: the step that crashed. More tokens cost minutes in Triton's interpreter."""
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A named fixed schedule. `budgets`: the workload budgets of the targets that run it (a
+    target whose budget is not listed skips it, saying so); `retracts`: the schedule must make
+    the scheduler retract at least one request (so the pool really is under pressure)."""
+
+    name: str
+    workloads: tuple[Workload, ...]
+    why: str
+    budgets: tuple[WorkloadBudget, ...] = (FULL, INTERPRETED)
+    retracts: bool = False
+
+
+REGRESSIONS: tuple[Regression, ...] = (
+    Regression(
+        "n8-shared-prompt",
+        (
+            Workload((RequestSpec(PROMPT_420, max_new_tokens=N8_NEW_TOKENS, n=8, temperature=0.8),)),
+            Workload((RequestSpec(PROMPT_420, max_new_tokens=N8_NEW_TOKENS, n=8),)),
+        ),
+        "issue 22: n=8 over a ~420-token prompt on a 2048-token pool killed the cpu capture path (the decode "
+        "rows share the prompt's slots, so their KV slots summed past the captured buffers; fixed in db3844e)",
+    ),
+    Regression(
+        "pool-pressure",
+        (Workload(tuple(RequestSpec(tokens(300, seed=s), max_new_tokens=64) for s in range(6))),),
+        "six 300-token prompts decoding 64 tokens each outgrow the 2048-token pool: retraction and resume",
+        budgets=(FULL,),
+        retracts=True,
+    ),
+)

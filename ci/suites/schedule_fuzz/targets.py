@@ -1,0 +1,108 @@
+"""The backends the schedule fuzzer holds to the oracle, and how each one's Engine is started.
+
+Every backend this machine can run: the cpu platform's own kernels (its first declared family, a
+C++ one, read from the platform rather than named here) with decode capture on and off, the
+torch_native family alone, every op forced to its reference, the triton family in Triton's
+interpreter on cpu tensors, and the tpu platform on XLA:CPU. Families are replaced through
+`SGLANG_KERNEL_FAMILIES` (runtime/model_loading.py); environment variables are set before the
+engine spawns its processes, which inherit them (`TRITON_INTERPRET` must be set before triton is
+imported, `JAX_PLATFORMS` before jax is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sglang.ci.suites.schedule_fuzz.strategies import FULL, INTERPRETED, WorkloadBudget
+from sglang.platforms.registry import platform_class
+from sglang.runtime.engine import Engine
+from sglang.runtime.model_loading import KERNEL_FAMILIES_ENV
+
+POOL_TOKENS = 2048
+"""KV pool of every fuzzed engine: the regression schedule's pool, and small enough that the
+`FULL` budget's workloads evict the prefix cache and retract requests."""
+CHUNK_TOKENS = 128
+"""Longer prompts are prefilled in chunks (the ~420-token regression prompt in four)."""
+CAPTURE_MAX_BATCH = 8
+"""Decode batches up to 8 rows replay captured steps (each bucket costs a capture on first use);
+8 covers the `n = 8` regression schedule."""
+ENGINE_ARGS: dict[str, Any] = {
+    "max_total_tokens": POOL_TOKENS,
+    "chunked_prefill_size": CHUNK_TOKENS,
+    "cpu_threads": 1,
+    "log_level": "warning",
+}
+
+
+@dataclass(frozen=True)
+class FuzzTarget:
+    """One backend. Invariant: `attention_family` is the family the engine must bind attention
+    from (checked after start, so a mechanism that silently falls back cannot pass), or None
+    where every op is forced to its reference."""
+
+    id: str
+    device: str
+    engine_args: dict[str, Any]
+    budget: WorkloadBudget
+    examples: int
+    """Workloads per default (CI) run; `slow_examples` under `-m slow`."""
+    slow_examples: int
+    attention_family: str | None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def unavailable(self) -> str | None:
+        """Why this machine cannot run the target, or None. Checked with the target's environment."""
+        if self.env.get("TRITON_INTERPRET") and importlib.util.find_spec("triton") is None:
+            return "triton is not installed"
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in self.env.items():
+                patch.setenv(name, value)
+            state = platform_class(self.device).availability()
+        return None if state.available else f"{self.device}: {state.reason}"
+
+
+def fuzz_targets() -> tuple[FuzzTarget, ...]:
+    cpp = platform_class("cpu").kernel_families[0]
+    capture = {"cuda_graph_max_bs": CAPTURE_MAX_BATCH}
+    eager = {"disable_cuda_graph": True}
+    native = {KERNEL_FAMILIES_ENV: "torch_native"}
+    interpreted = {KERNEL_FAMILIES_ENV: "triton", "TRITON_INTERPRET": "1"}
+    return (
+        FuzzTarget(f"cpu-{cpp}-capture", "cpu", capture, FULL, 4, 40, cpp),
+        FuzzTarget(f"cpu-{cpp}-eager", "cpu", eager, FULL, 4, 40, cpp),
+        FuzzTarget("cpu-torch_native", "cpu", eager, FULL, 3, 30, "torch_native", native),
+        FuzzTarget("cpu-reference", "cpu", {**capture, "reference_ops": True}, FULL, 3, 30, None),
+        # Capture would trace interpreted kernels; this target checks the kernels, not capture.
+        FuzzTarget("cpu-triton-interpreted", "cpu", eager, INTERPRETED, 2, 12, "triton", interpreted),
+        FuzzTarget("tpu-xla-cpu", "tpu", {}, FULL, 3, 20, "jax", {"JAX_PLATFORMS": "cpu"}),
+    )
+
+
+def attention_family(engine: Engine) -> str | None:
+    """The family the engine bound attention from, or None when every op is the reference."""
+    table = engine.info.op_table
+    if table["forced_reference"]:
+        return None
+    return next(op["family"] for op in table["ops"] if op["op"] == "attention_backend")
+
+
+@contextlib.contextmanager
+def started(target: FuzzTarget, model: Path, **overrides: Any) -> Iterator[Engine]:
+    """The target's engine serving `model`, its environment set while it lives; shut down after."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in target.env.items():
+            patch.setenv(name, value)
+        engine = Engine(str(model), device=target.device, **{**ENGINE_ARGS, **target.engine_args, **overrides})
+        try:
+            bound = attention_family(engine)
+            assert bound == target.attention_family, f"{target.id}: attention bound from {bound}"
+            yield engine
+        finally:
+            engine.shutdown()

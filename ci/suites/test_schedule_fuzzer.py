@@ -1,0 +1,119 @@
+"""The differential schedule fuzzer (issue 22 item 4) on every backend this machine runs.
+
+Per target (see `schedule_fuzz.targets`) one engine serves the tiny fuzz model; hypothesis draws
+workloads (`schedule_fuzz.strategies`) that are submitted concurrently, and each must pass
+`check_workload`: no exception escapes, every request finishes exactly once, greedy sequences
+equal the oracle's (every op its reference, capture off, each request alone) up to reported near
+ties, and the KV pool is whole once the scheduler is idle. The default run takes each target's
+`examples` (derandomized, so CI draws the same workloads every time); `-m slow` takes
+`slow_examples` with fresh randomness. Fixed regression schedules run on every target too.
+
+Each fuzz test prints its target's example count, requests, near ties, retractions and seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from sglang.ci.suites.schedule_fuzz.checker import check_workload
+from sglang.ci.suites.schedule_fuzz.fuzz_model import build_fuzz_model
+from sglang.ci.suites.schedule_fuzz.oracle import ORACLE_ARGS, Oracle
+from sglang.ci.suites.schedule_fuzz.regressions import REGRESSIONS, Regression
+from sglang.ci.suites.schedule_fuzz.strategies import workloads
+from sglang.ci.suites.schedule_fuzz.targets import POOL_TOKENS, FuzzTarget, fuzz_targets, started
+from sglang.ci.suites.schedule_fuzz.workload import Workload
+from sglang.runtime.engine import Engine
+
+
+@dataclass
+class FuzzStats:
+    examples: int = 0
+    requests: int = 0
+    sequences: int = 0
+    near_ties: list[str] = field(default_factory=list)
+
+    def add(self, workload: Workload, near_ties: list[str]) -> None:
+        self.examples += 1
+        self.requests += len(workload.requests)
+        self.sequences += workload.sequences()
+        self.near_ties += near_ties
+
+
+@pytest.fixture(scope="module")
+def fuzz_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_fuzz_model(tmp_path_factory.mktemp("schedule-fuzz") / "model")
+
+
+@pytest.fixture(scope="module")
+def oracle(fuzz_model: Path) -> Iterator[Oracle]:
+    engine = Engine(str(fuzz_model), max_total_tokens=POOL_TOKENS, **ORACLE_ARGS)
+    try:
+        yield Oracle(engine)
+    finally:
+        engine.shutdown()
+
+
+@pytest.fixture(scope="module", params=[pytest.param(t, id=t.id) for t in fuzz_targets()])
+def target_engine(request: pytest.FixtureRequest, fuzz_model: Path) -> Iterator[tuple[FuzzTarget, Engine]]:
+    """One engine per target, shared by its fuzz and regression tests (pytest groups them)."""
+    target: FuzzTarget = request.param
+    reason = target.unavailable()
+    if reason is not None:
+        pytest.skip(f"{target.id}: {reason}")
+    with started(target, fuzz_model) as engine:
+        yield target, engine
+
+
+def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, derandomize: bool) -> None:
+    stats = FuzzStats()
+    started_at = time.perf_counter()
+    before = engine.get_server_info()
+
+    @settings(max_examples=examples, deadline=None, derandomize=derandomize, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+    @given(workload=workloads(target.budget))
+    def run(workload: Workload) -> None:
+        near_ties, _ = check_workload(engine, oracle, workload)
+        stats.add(workload, near_ties)
+
+    run()
+    after = engine.get_server_info()
+    print(
+        f"\nschedule fuzzer on {target.id}: {stats.examples} examples, {stats.requests} requests, "
+        f"{stats.sequences} sequences, {after['retractions'] - before['retractions']} retractions, "
+        f"{len(stats.near_ties)} near ties, {time.perf_counter() - started_at:.0f} s"
+    )
+    for line in stats.near_ties:
+        print(f"  near tie {line}")
+    assert stats.examples == examples, f"hypothesis ran {stats.examples} of {examples} examples"
+
+
+def test_schedule_fuzzer(target_engine: tuple[FuzzTarget, Engine], oracle: Oracle) -> None:
+    target, engine = target_engine
+    fuzz(target, engine, oracle, target.examples, derandomize=True)
+
+
+@pytest.mark.slow
+def test_schedule_fuzzer_long(target_engine: tuple[FuzzTarget, Engine], oracle: Oracle) -> None:
+    target, engine = target_engine
+    fuzz(target, engine, oracle, target.slow_examples, derandomize=False)
+
+
+@pytest.mark.parametrize("regression", [pytest.param(r, id=r.name) for r in REGRESSIONS])
+def test_regression_schedule(target_engine: tuple[FuzzTarget, Engine], oracle: Oracle, regression: Regression) -> None:
+    target, engine = target_engine
+    if target.budget not in regression.budgets:
+        pytest.skip(f"{regression.name} is too large for {target.id}'s budget ({target.budget})")
+    retractions = engine.get_server_info()["retractions"]
+    for workload in regression.workloads:
+        near_ties, info = check_workload(engine, oracle, workload)
+        for line in near_ties:
+            print(f"\n{target.id} {regression.name}: near tie {line}")
+    if regression.retracts:
+        assert info["retractions"] > retractions, f"{regression.name} retracted nothing: {info}"
