@@ -25,7 +25,7 @@ from sglang.ops.binding import force_reference_requested, resolve
 from sglang.ops.collectives import Communicator, SingleProcessCommunicator, TorchDistributedCommunicator
 from sglang.ops.selection import Candidate, OpTable, Requirements, SelectionContext, select
 from sglang.platforms.device_runtime import DeviceRuntime
-from sglang.platforms.kernels.registry import family
+from sglang.platforms.kernels.registry import family, probe_failure
 
 if TYPE_CHECKING:
     from sglang.ops.attention import AttentionBackend, CaptureLimits
@@ -211,10 +211,18 @@ class Platform(ABC):
         return select(self.name, candidates, self.kernel_families, ctx, overrides, forced, header)
 
     def family_candidates(self, name: str) -> list[Candidate]:
-        """A family's candidates with this platform's extra requirements for that family."""
+        """A family's candidates with this platform's extra requirements for that family. On a
+        machine that has this device, a family whose kernels cannot run here (its probe: a C++
+        build that failed, say) keeps its candidates, each ineligible with the probe's reason, so
+        `sglang ops` and the startup log say why and the next family serves; a device this
+        machine lacks is never probed (the table is then its declaration)."""
         extra = self.family_requirements.get(name)
         declared = family(name).candidates
-        return [c if extra is None else replace(c, requires=c.requires.merged(extra)) for c in declared]
+        declared = [c if extra is None else replace(c, requires=c.requires.merged(extra)) for c in declared]
+        reason = probe_failure(name) if self.is_available() else None
+        if reason is None:
+            return declared
+        return [replace(c, requires=replace(c.requires, unavailable=reason)) for c in declared]
 
     def bind_ops(
         self,

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from functools import cached_property
 
 import torch
 
 from sglang.ops.binding import resolve
-from sglang.ops.selection import Candidate
 from sglang.platforms.base import Availability, Capabilities, Platform, StepExecution, StepMode
 from sglang.platforms.device_runtime import DeviceRuntime
-from sglang.platforms.kernels.registry import probe_failure
 
 THREADS_ENV = "SGLANG_CPU_THREADS"
 COMPILE_ENV = "SGLANG_CPU_COMPILE_DECODE"
@@ -51,17 +48,6 @@ class CpuPlatform(Platform):
     @classmethod
     def availability(cls) -> Availability:
         return Availability.yes()
-
-    def family_candidates(self, name: str) -> list[Candidate]:
-        """A family whose kernels cannot run on this host (its probe: a C++ build that failed)
-        keeps its candidates, each ineligible with the probe's reason, so `sglang ops` and the
-        startup log say why and the next family serves. The host is always this platform's
-        device, so probing (which may build) is always meaningful here."""
-        declared = super().family_candidates(name)
-        reason = probe_failure(name)
-        if reason is None:
-            return declared
-        return [replace(c, requires=replace(c.requires, unavailable=reason)) for c in declared]
 
     def configure_host_threads(self, threads: int | None) -> int:
         """The argument, else `$SGLANG_CPU_THREADS`, else torch's default. On a busy machine

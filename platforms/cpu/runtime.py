@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 class TracedDecodeRuntime(DeviceRuntime):
     def capture_step(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
-        # One eager run first: what a kernel builds on first use (the cpu_quant linear's weight
+        # One eager run first: what a kernel builds on first use (the cpu_cpp linear's weight
         # records) is then built outside the trace, which would record only its result.
         step(kv_buffers)
         started = time.perf_counter()

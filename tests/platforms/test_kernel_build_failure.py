@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from sglang.platforms import base as platform_module
 from sglang.platforms.base import ModelFacts
 from sglang.platforms.cache import ENV_VAR, cache_root
-from sglang.platforms.cpu import platform as platform_module
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.platforms.kernels.cpu_cpp.compiler import failure_reason
 
