@@ -82,13 +82,12 @@ class GenerateInput:
         unknown = set(body) - known
         if unknown:
             raise InvalidRequestError(f"unknown field(s): {', '.join(sorted(unknown))}", sorted(unknown)[0])
-        obj = cls(**body)
-        obj._check_types()
-        return obj
+        return cls(**body)
 
-    def _check_types(self) -> None:
-        """The fields whose wrong type would otherwise pass silently (`"yes"` is truthy, a
-        numeric rid would be used as a dict key)."""
+    def __post_init__(self) -> None:
+        """Checks the fields whose wrong type would otherwise pass silently (`"yes"` is truthy, a
+        numeric rid would be used as a dict key), however the request was built: from an HTTP
+        body or by `Engine.generate`."""
         rid = self.rid
         if rid is not None and not (
             isinstance(rid, str) or (isinstance(rid, list) and all(isinstance(r, str) for r in rid))

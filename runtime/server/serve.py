@@ -26,7 +26,7 @@ from sglang.runtime.tokenizer_manager import TokenizerManager
 logger = logging.getLogger("sglang.server")
 
 DRAIN_TIMEOUT_S = 30.0
-DEATH_EXIT_DELAY_S = 2.0
+DEATH_EXIT_DELAY_S = 5.0
 """After the engine dies, `/health` answers 503 (naming the cause) this long before the exit."""
 
 

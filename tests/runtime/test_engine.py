@@ -124,6 +124,12 @@ def test_invalid_request_fields_are_rejected(engine: Engine) -> None:
         engine.generate("")
     with pytest.raises(InvalidRequestError, match="logprob_start_len"):
         engine.generate("Hello", GREEDY, return_logprob=True, logprob_start_len=50)
+    # The same type checks as a /generate body: a numeric rid or a truthy non-boolean is refused.
+    with pytest.raises(InvalidRequestError, match="rid must be a string") as caught:
+        engine.generate("Hello", GREEDY, rid=7)
+    assert caught.value.param == "rid"
+    with pytest.raises(InvalidRequestError, match="stream must be a boolean"):
+        engine.generate("Hello", GREEDY, stream="yes")
     assert engine.healthy
 
 
