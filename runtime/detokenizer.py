@@ -19,6 +19,7 @@ from typing import Any
 import zmq
 
 from sglang.runtime import ipc
+from sglang.runtime.finish_reason import FinishReason
 from sglang.runtime.io_struct import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
 from sglang.runtime.process_setup import init_child_process
 from sglang.runtime.stop_regex import first_match, longest_reach
@@ -46,17 +47,17 @@ def held_back(text: str, stops: tuple[str, ...], regexes: tuple[str, ...] = ()) 
     return text
 
 
-def text_ids(ids: list[int], finish_reason: dict[str, Any] | None, spec: DecodeSpec) -> list[int]:
+def text_ids(ids: list[int], finish_reason: FinishReason | None, spec: DecodeSpec) -> list[int]:
     """The ids whose text is returned: as SGLang, a matched stop token (an end token or one of
     `stop_token_ids`) ends the output ids but not the text, unless `no_stop_trim`."""
-    matched = (finish_reason or {}).get("matched")
+    matched = None if finish_reason is None else finish_reason.matched
     if spec.trim_stop and isinstance(matched, int) and ids and ids[-1] == matched:
         return ids[:-1]
     return ids
 
 
-def trimmed(text: str, finish_reason: dict[str, Any] | None, spec: DecodeSpec) -> str:
-    matched = (finish_reason or {}).get("matched")
+def trimmed(text: str, finish_reason: FinishReason | None, spec: DecodeSpec) -> str:
+    matched = None if finish_reason is None else finish_reason.matched
     if not spec.trim_stop or not isinstance(matched, str):
         return text
     if matched in spec.stop_regexes and matched not in spec.stop_strings:

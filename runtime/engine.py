@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any
 
+from sglang.runtime.control import FlushCache, GetSchedulerStatus
 from sglang.runtime.generate_input import GenerateInput
 from sglang.runtime.launch import Children, launch_children
 from sglang.runtime.loader.tokenizer import load_tokenizer
@@ -137,13 +138,13 @@ class Engine:
 
     # -- control ---------------------------------------------------------------------------
     def flush_cache(self) -> bool:
-        return self._call(self.manager.control("flush_cache")).ok
+        return self._call(self.manager.control(FlushCache())).ok
 
     def get_model_info(self) -> dict[str, Any]:
         return self.info.model_info()
 
     def get_server_info(self) -> dict[str, Any]:
-        return self._call(self.manager.control("server_info")).payload
+        return self._call(self.manager.control(GetSchedulerStatus())).to_json()
 
     def concat_and_append(
         self, prefix: str | list[int], branches: list[str] | list[list[int]], prefill_missing: bool = True

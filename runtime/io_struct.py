@@ -2,15 +2,16 @@
 
 They travel pickled over ZeroMQ. Direction: tokenizer manager -> scheduler (requests, aborts,
 control), scheduler -> detokenizer (token ids), detokenizer -> tokenizer manager (text), and
-scheduler -> tokenizer manager (control replies).
+scheduler -> tokenizer manager (control replies, whose messages are in runtime/control.py), and
+over a pipe at start-up, each rank's process -> the parent (`ReadyReport` or `StartupFailure`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
+from sglang.runtime.finish_reason import FinishReason
 from sglang.runtime.sampling_params import SamplingParams
 
 
@@ -45,24 +46,6 @@ class AbortRequest:
 
 
 @dataclass(frozen=True)
-class ControlRequest:
-    """`kind` is `flush_cache`, `server_info` or `concat_and_append` (whose `args` are
-    `prefix_ids` and `branch_ids`, see runtime/scheduler/kv_concat.py); the reply carries the
-    same `request_id`."""
-
-    kind: str
-    request_id: str
-    args: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ControlReply:
-    request_id: str
-    ok: bool
-    payload: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class DecodeSpec:
     """How the detokenizer turns a request's tokens into text; sent with its first output."""
 
@@ -73,6 +56,37 @@ class DecodeSpec:
     stop_regexes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class LogprobDelta:
+    """The log-probabilities a request recorded since its previous update, in SGLang's
+    `(logprob, token_id)` pairs: every entry is sent exactly once, so the receiver's running
+    lists are the concatenation of the deltas (streaming costs linear, not quadratic, time)."""
+
+    input_token: list[tuple[float | None, int]]
+    input_top: list[list[tuple[float, int]] | None]
+    input_ids_logprob: list[list[tuple[float, int]] | None]
+    output_token: list[tuple[float, int]]
+    output_top: list[list[tuple[float, int]]]
+    output_ids_logprob: list[list[tuple[float, int]]]
+    output_entropy: list[float]
+
+
+@dataclass(frozen=True)
+class RequestMeta:
+    """What the scheduler knows of a request at one update; the tokenizer manager turns it into
+    SGLang's `meta_info`. Latencies are seconds from arrival: `ttft` to the first token (None
+    before it), `e2e_latency` to this update, `itl` the mean gap between output tokens (None
+    before the second)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    e2e_latency: float
+    ttft: float | None
+    itl: float | None
+    logprobs: LogprobDelta
+
+
 @dataclass
 class TokenUpdate:
     """New output of one request in one step. `meta` is set when something changed: always on
@@ -80,8 +94,8 @@ class TokenUpdate:
 
     rid: str
     new_token_ids: list[int]
-    finish_reason: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
+    finish_reason: FinishReason | None = None
+    meta: RequestMeta | None = None
     decode_spec: DecodeSpec | None = None
 
 
@@ -96,10 +110,62 @@ class TextUpdate:
     text: str
     """The request's whole output text so far (stop strings trimmed once finished)."""
     output_ids: list[int]
-    finish_reason: dict[str, Any] | None
-    meta: dict[str, Any] | None
+    finish_reason: FinishReason | None
+    meta: RequestMeta | None
 
 
 @dataclass
 class TextBatch:
     updates: list[TextUpdate]
+
+
+@dataclass(frozen=True)
+class ReadyInfo:
+    """What the parent learns once the model is loaded."""
+
+    model_path: str
+    tokenizer_path: str
+    chat_template: str | None
+    architectures: tuple[str, ...]
+    model_type: str | None
+    context_length: int
+    vocab_size: int
+    max_total_tokens: int
+    device: str
+    dtype: str
+    eos_token_ids: tuple[int, ...]
+    bos_token: str | None
+    eos_token: str | None
+    op_table: dict[str, object]
+    """The chosen kernel of every op and why each other candidate lost (`OpTable.as_dict`)."""
+
+    def model_info(self) -> dict[str, object]:
+        """SGLang's `/get_model_info` answer (`architecture` is ours, beside upstream's list)."""
+        return {
+            "model_path": self.model_path,
+            "tokenizer_path": self.tokenizer_path,
+            "is_generation": True,
+            "architectures": list(self.architectures),
+            "architecture": self.architectures[0] if self.architectures else None,
+            "model_type": self.model_type,
+            "chat_template": self.chat_template,
+            "context_length": self.context_length,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            "has_image_understanding": False,
+        }
+
+
+@dataclass(frozen=True)
+class ReadyReport:
+    """A rank's process loaded its shard and serves; rank 0 (the scheduler) sends its `info`."""
+
+    info: ReadyInfo | None = None
+
+
+@dataclass(frozen=True)
+class StartupFailure:
+    """A rank's process could not start: `message` names the error, `traceback` shows where."""
+
+    message: str
+    traceback: str

@@ -25,7 +25,8 @@ from sglang.runtime import ipc
 from sglang.runtime.detokenizer import run_detokenizer_process
 from sglang.runtime.distributed.follower import run_follower_process
 from sglang.runtime.distributed.placement import RankPlacement, node_placements
-from sglang.runtime.scheduler.process import ReadyInfo, run_scheduler_process
+from sglang.runtime.io_struct import ReadyInfo, ReadyReport, StartupFailure
+from sglang.runtime.scheduler.process import run_scheduler_process
 from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.step_monitor import StepMonitor
 
@@ -120,27 +121,27 @@ def start_followers(
     return started
 
 
-def await_ready(ranks: list[tuple[BaseProcess, Connection]], timeout: float) -> list[object]:
-    """Each process's readiness payload, in order, once all are ready. If any fails, the others are
+def await_ready(ranks: list[tuple[BaseProcess, Connection]], timeout: float) -> list[ReadyReport]:
+    """Each process's `ReadyReport`, in order, once all are ready. If any fails, the others are
     killed and EngineStartError names every failure reported meanwhile (a rank that fails to load
     makes its peers fail too, but the first cause is among them)."""
     deadline = time.monotonic() + timeout
-    payloads: dict[int, object] = {}
+    reports: dict[int, ReadyReport] = {}
     errors: list[str] = []
-    while len(payloads) < len(ranks) and not errors:
+    while len(reports) < len(ranks) and not errors:
         for i, (process, pipe) in enumerate(ranks):
-            if i in payloads:
+            if i in reports:
                 continue
             if pipe.poll(0.1):
                 try:
-                    status, *rest = pipe.recv()
+                    report = pipe.recv()
                 except EOFError:
-                    status, rest = "error", [f"exited with code {process.exitcode} while loading", ""]
-                if status == "ok":
-                    payloads[i] = rest[0]
+                    report = StartupFailure(f"exited with code {process.exitcode} while loading", "")
+                if isinstance(report, ReadyReport):
+                    reports[i] = report
                 else:
-                    logger.debug("%s start-up failure:\n%s", process.name, rest[1])
-                    errors.append(f"{process.name}: {rest[0]}" if len(ranks) > 1 else rest[0])
+                    logger.debug("%s start-up failure:\n%s", process.name, report.traceback)
+                    errors.append(f"{process.name}: {report.message}" if len(ranks) > 1 else report.message)
             elif not process.is_alive():
                 process.join(1)
                 errors.append(f"the {process.name} process exited with code {process.exitcode} while loading")
@@ -150,13 +151,13 @@ def await_ready(ranks: list[tuple[BaseProcess, Connection]], timeout: float) -> 
         time.sleep(0.5 if len(ranks) > 1 else 0)  # the peers' own reports, if they come at once
         for process, pipe in ranks:
             with contextlib.suppress(EOFError, OSError):
-                if pipe.poll(0) and (report := pipe.recv())[0] == "error":
-                    errors.append(f"{process.name}: {report[1]}")
+                if pipe.poll(0) and isinstance(report := pipe.recv(), StartupFailure):
+                    errors.append(f"{process.name}: {report.message}")
             if process.is_alive():
                 process.kill()
             process.join(5)
         raise EngineStartError("; ".join(dict.fromkeys(errors)))
-    return [payloads[i] for i in range(len(ranks))]
+    return [reports[i] for i in range(len(ranks))]
 
 
 def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Children:
@@ -177,7 +178,8 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
     _start(scheduler)
     child_end.close()
     followers = start_followers(ctx, args, placements[1:])
-    info: ReadyInfo = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0]
+    info = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0].info
+    assert info is not None, "the scheduler's report carries its ReadyInfo"
     detokenizer = ctx.Process(
         target=run_detokenizer_process,
         args=(info.tokenizer_path, endpoints, args.log_level),

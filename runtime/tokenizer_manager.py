@@ -13,19 +13,22 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import xgrammar as xgr
 import zmq
 import zmq.asyncio
 
 from sglang.runtime import ipc
+from sglang.runtime.control import ControlError, ControlMessage, ControlReply, ControlRequest
 from sglang.runtime.generate_input import GenerateInput, InvalidRequestError, SingleInput
-from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest, GenerateRequest, TextBatch, TextUpdate
+from sglang.runtime.io_struct import AbortRequest, GenerateRequest, ReadyInfo, TextBatch, TextUpdate
+from sglang.runtime.meta_info import MetaInfo
 from sglang.runtime.sampling_params import SamplingParams
-from sglang.runtime.scheduler.process import ReadyInfo
 
 logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 _LOGPROB_ROWS = ("input_top_logprobs", "output_top_logprobs", "input_token_ids_logprobs", "output_token_ids_logprobs")
@@ -40,9 +43,14 @@ class QueueFullError(RuntimeError):
     """The waiting queue is at `max_queued_requests` (HTTP 503)."""
 
 
+class ControlFailedError(RuntimeError):
+    """The scheduler answered a control message with `ControlError`."""
+
+
 @dataclass
 class _Pending:
     input: SingleInput
+    meta: MetaInfo
     updates: asyncio.Queue[TextUpdate | BaseException] = field(default_factory=asyncio.Queue)
 
 
@@ -205,7 +213,7 @@ class TokenizerManager:
             raise QueueFullError(f"{len(self.pending)} requests are in flight (max_queued_requests)")
         if request.rid in self.pending:
             raise InvalidRequestError(f"request id {request.rid!r} is already in use", "rid")
-        pending = self.pending[request.rid] = _Pending(item)
+        pending = self.pending[request.rid] = _Pending(item, MetaInfo(request.logprobs))
         ipc.send(self.to_scheduler, request)
         finished = False
         try:
@@ -214,7 +222,8 @@ class TokenizerManager:
                 if isinstance(update, BaseException):
                     raise update
                 finished = update.finish_reason is not None
-                output = self._output(item, update, request.input_ids)
+                pending.meta.add(update.meta)
+                output = self._output(item, update, pending.meta, request.input_ids)
                 if finished:
                     self._observe(item, output["meta_info"])
                 yield output
@@ -236,9 +245,9 @@ class TokenizerManager:
         ipc.send(self.to_scheduler, AbortRequest(rid))
         return True
 
-    def _output(self, item: SingleInput, update: TextUpdate, prompt_ids: list[int]) -> dict[str, Any]:
-        meta = dict(update.meta or {})
-        meta["id"] = item.rid
+    def _output(self, item: SingleInput, update: TextUpdate, info: MetaInfo, prompt_ids: list[int]) -> dict[str, Any]:
+        """The user's output dict: the update's text and ids with the request's `meta_info`."""
+        meta = info.to_json(item.rid, update.finish_reason)
         if item.return_prompt_token_ids:
             meta["prompt_token_ids"] = prompt_ids
         if item.return_text_in_logprobs and "output_token_logprobs" in meta:
@@ -254,17 +263,21 @@ class TokenizerManager:
         return [(lp, t, self.tokenizer.decode([t])) for lp, t in pairs]
 
     # -- control and health ------------------------------------------------------------------
-    async def control(self, kind: str, timeout: float = 30.0, args: dict[str, Any] | None = None) -> ControlReply:
-        """Runs control operation `kind` (with `args`) in the scheduler between two steps."""
+    async def control(self, message: ControlMessage[R], timeout: float = 30.0) -> R:
+        """Runs `message` in the scheduler between two steps and returns its reply; raises
+        ControlFailedError when the scheduler answers with `ControlError`."""
         if self.dead_reason is not None:
             raise EngineDeadError(self.dead_reason)
         request_id = uuid.uuid4().hex
         future = self.control_waiters[request_id] = asyncio.get_running_loop().create_future()
-        ipc.send(self.to_scheduler, ControlRequest(kind, request_id, args or {}))
+        ipc.send(self.to_scheduler, ControlRequest(request_id, message))
         try:
-            return await asyncio.wait_for(future, timeout)
+            reply = await asyncio.wait_for(future, timeout)
         finally:
             self.control_waiters.pop(request_id, None)
+        if isinstance(reply.result, ControlError):
+            raise ControlFailedError(f"{type(message).__name__}: {reply.result.message}")
+        return reply.result
 
     def fail_all(self, reason: str) -> None:
         """Marks the engine dead and ends every waiting request with the first reason given: a

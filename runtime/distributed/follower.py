@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.distributed.leader import follow
 from sglang.runtime.distributed.placement import RankPlacement
+from sglang.runtime.io_struct import ReadyReport, StartupFailure
 from sglang.runtime.process_setup import init_child_process
 from sglang.runtime.scheduler.process import build_runner
 from sglang.runtime.server_args import ServerArgs
@@ -28,9 +29,9 @@ def run_follower_process(args: ServerArgs, placement: RankPlacement, ready: Conn
     try:
         _, runner = build_runner(args, placement)
     except Exception as e:
-        ready.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+        ready.send(StartupFailure(f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
-    ready.send(("ok", None))
+    ready.send(ReadyReport())
     try:
         follow(runner, tp_group().comm)
     except Exception as e:  # torch.distributed raises RuntimeError subclasses for lost peers and timeouts

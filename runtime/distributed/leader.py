@@ -2,9 +2,10 @@
 
 The scheduler runs once, on rank 0: every decision (admission, batches, KV slots, sampling) is
 made there, so ranks cannot diverge. Each call that touches the model or the KV cache is first
-broadcast to the other ranks as a `Command`, then run locally; the followers replay the same
-calls in the same order on their shards, so every collective inside the model meets its peers.
-Only rank 0's logits are used (each rank gathers the same full logits; rank 0 alone samples).
+broadcast to the other ranks as a `Command` (one dataclass per kind of call), then run locally;
+the followers replay the same calls in the same order on their shards, so every collective
+inside the model meets its peers. Only rank 0's logits are used (each rank gathers the same full
+logits; rank 0 alone samples).
 
 While the scheduler idles, rank 0 broadcasts a heartbeat at least every `HEARTBEAT_S`: a follower
 therefore never waits longer than a step plus that for its next command (well inside the
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -29,10 +29,33 @@ HEARTBEAT_S = 1.0
 
 
 @dataclass(frozen=True)
-class Command:
-    kind: str
-    """`forward`, `copy_kv`, `heartbeat` or `stop`."""
-    args: tuple[Any, ...] = ()
+class Forward:
+    """Run the model on `step`."""
+
+    step: StepInputs
+
+
+@dataclass(frozen=True)
+class CopyKv:
+    """`ModelRunner.copy_kv` with these arguments (runtime/scheduler/kv_concat.py)."""
+
+    src_slots: torch.Tensor
+    dst_slots: torch.Tensor
+    src_positions: torch.Tensor
+    position_delta: int
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Rank 0 is alive and idle."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The followers' loop ends."""
+
+
+Command = Forward | CopyKv | Heartbeat | Stop
 
 
 class LeaderRunner:
@@ -50,30 +73,40 @@ class LeaderRunner:
         self.comm.broadcast_object(command, src=0)
 
     def forward(self, step: StepInputs) -> torch.Tensor:
-        self._send(Command("forward", (step,)))
+        self._send(Forward(step))
         return self.runner.forward(step)
 
-    def copy_kv(self, *args: Any) -> None:
-        self._send(Command("copy_kv", args))
-        self.runner.copy_kv(*args)
+    def copy_kv(
+        self, src_slots: torch.Tensor, dst_slots: torch.Tensor, src_positions: torch.Tensor, position_delta: int
+    ) -> None:
+        self._send(CopyKv(src_slots, dst_slots, src_positions, position_delta))
+        self.runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
 
     def kv_copy_unsupported(self) -> str | None:
         # Every rank has the same layout for its share of the KV heads, so rank 0's answer holds for all.
         return self.runner.kv_copy_unsupported()
 
     def heartbeat(self) -> None:
-        self._send(Command("heartbeat"))
+        self._send(Heartbeat())
 
     def stop(self) -> None:
-        self._send(Command("stop"))
+        self._send(Stop())
 
 
 def follow(runner: ModelRunner, comm: Communicator) -> None:
-    """A follower's loop: replays rank 0's commands until `stop`. A broadcast that fails (rank 0
-    died, or timed out) raises, which ends the follower's process."""
-    calls = {"forward": runner.forward, "copy_kv": runner.copy_kv, "heartbeat": lambda: None}
+    """A follower's loop: replays rank 0's commands until `Stop`. A broadcast that fails (rank 0
+    died, or timed out) raises, which ends the follower's process; so does a command of a type
+    this loop does not know (rank 0 and its followers run different code)."""
     while True:
         command: Command = comm.broadcast_object(None, src=0)
-        if command.kind == "stop":
-            return
-        calls[command.kind](*command.args)
+        match command:
+            case Forward(step):
+                runner.forward(step)
+            case CopyKv(src_slots, dst_slots, src_positions, position_delta):
+                runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
+            case Heartbeat():
+                pass
+            case Stop():
+                return
+            case _:
+                raise TypeError(f"unknown command from rank 0: {type(command).__name__}")

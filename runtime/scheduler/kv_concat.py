@@ -36,35 +36,18 @@ then asks the scheduler.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from sglang.runtime.control import ConcatAndAppend, ConcatResult
 from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
 
 if TYPE_CHECKING:
     from sglang.runtime.radix_cache import TreeNode
     from sglang.runtime.scheduler.scheduler import Scheduler
     from sglang.runtime.tokenizer_manager import TokenizerManager
-
-CONTROL_KIND = "concat_and_append"
-
-
-@dataclass(frozen=True)
-class ConcatResult:
-    """The scheduler's answer. `input_ids` is the sequence P + B_1 + ... + B_n; `cached_tokens`
-    how many of its leading tokens are cached now (all of them when `ok`); `copied_tokens` how
-    many KV entries this call wrote; `reason` why it was refused (None when `ok`)."""
-
-    ok: bool
-    input_ids: list[int]
-    cached_tokens: int = 0
-    copied_tokens: int = 0
-    reason: str | None = None
-
-    def payload(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def concat_cached_branches(
@@ -240,14 +223,13 @@ async def run_concat(manager: TokenizerManager, obj: ConcatInput) -> dict[str, A
     if reason is None and len(sequence) >= manager.info.context_length:
         reason = f"the concatenation has {len(sequence)} tokens; the context length is {manager.info.context_length}"
     if reason is not None:
-        return {**ConcatResult(False, sequence, reason=reason).payload(), **extra}
+        return {**ConcatResult(False, sequence, reason=reason).to_json(), **extra}
     warm = [prefix + b for b in branches if prefix + b]
     if obj.prefill_missing and warm:
         async for _ in manager.generate(GenerateInput(input_ids=warm, sampling_params={"max_new_tokens": 0})):
             pass
-    args = {"prefix_ids": prefix, "branch_ids": branches}
-    reply = await manager.control(CONTROL_KIND, args=args)
-    return {**reply.payload, **extra}
+    result = await manager.control(ConcatAndAppend(tuple(prefix), tuple(tuple(b) for b in branches)))
+    return {**result.to_json(), **extra}
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

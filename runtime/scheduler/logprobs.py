@@ -1,4 +1,4 @@
-"""A request's results as SGLang reports them: log-probabilities and `meta_info`."""
+"""What the scheduler reports of a request: its log-probabilities and its `RequestMeta`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from sglang.runtime.io_struct import RequestMeta
 from sglang.runtime.scheduler.req import Req
 
 
@@ -50,43 +51,19 @@ def record_output(req: Req, token: int, row: torch.Tensor) -> None:
         log.output_ids_logprob.append(_of_ids(row, want.token_ids_logprob))
 
 
-def latencies(req: Req) -> dict[str, float]:
-    """Seconds from arrival to the first token (`ttft`), to now (`e2e_latency`), and the mean
-    gap between output tokens (`itl`). Arrival is stamped with the system-wide monotonic clock
-    in the tokenizer manager's process, so the difference is meaningful here."""
+def request_meta(req: Req) -> RequestMeta:
+    """The request's counts and latencies now, with the log-probabilities recorded since its
+    previous update. Arrival is stamped with the system-wide monotonic clock in the tokenizer
+    manager's process, so the differences are meaningful here."""
     now = time.monotonic()
-    out: dict[str, float] = {"e2e_latency": now - req.arrival_time}
-    if req.first_token_time is not None:
-        out["ttft"] = req.first_token_time - req.arrival_time
-        if len(req.output_ids) > 1:
-            out["itl"] = (now - req.first_token_time) / (len(req.output_ids) - 1)
-    return out
-
-
-def meta_info(req: Req) -> dict:
-    """SGLang's `meta_info` for a request; logprob fields only when asked for."""
-    meta = {
-        "id": req.rid,
-        "prompt_tokens": len(req.input_ids),
-        "completion_tokens": len(req.output_ids),
-        "cached_tokens": req.cached_tokens,
-        "finish_reason": req.finish_reason,
-        **latencies(req),
-    }
-    if req.logprobs.return_entropy:
-        meta["output_token_entropy"] = req.log.output_entropy
-    if req.logprobs.return_logprob:
-        log = req.log
-        scored = [lp for lp, _ in log.input_token if lp is not None]
-        meta.update(
-            input_token_logprobs=log.input_token,
-            output_token_logprobs=log.output_token,
-            # What upstream's streaming clients read to find the new tokens of an update.
-            output_token_logprobs_length=len(log.output_token),
-            input_top_logprobs=log.input_top,
-            output_top_logprobs=log.output_top,
-            input_token_ids_logprobs=log.input_ids_logprob,
-            output_token_ids_logprobs=log.output_ids_logprob,
-            normalized_prompt_logprob=sum(scored) / len(scored) if scored else None,
-        )
-    return meta
+    first = req.first_token_time
+    outputs = len(req.output_ids)
+    return RequestMeta(
+        prompt_tokens=len(req.input_ids),
+        completion_tokens=outputs,
+        cached_tokens=req.cached_tokens,
+        e2e_latency=now - req.arrival_time,
+        ttft=None if first is None else first - req.arrival_time,
+        itl=(now - first) / (outputs - 1) if first is not None and outputs > 1 else None,
+        logprobs=req.log.take_new(),
+    )

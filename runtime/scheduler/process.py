@@ -10,9 +10,9 @@ shard, and its runner broadcasts every model call to the other ranks (`distribut
 
 from __future__ import annotations
 
+import functools
 import logging
 import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
 
@@ -20,10 +20,28 @@ import zmq
 
 from sglang.ops.attention import AttentionBackend
 from sglang.runtime import ipc
+from sglang.runtime.control import (
+    ConcatAndAppend,
+    ConcatResult,
+    ControlError,
+    ControlReply,
+    ControlRequest,
+    FlushCache,
+    FlushResult,
+    GetSchedulerStatus,
+    SchedulerStatus,
+)
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.distributed.leader import HEARTBEAT_S, LeaderRunner
 from sglang.runtime.distributed.placement import RankPlacement, join
-from sglang.runtime.io_struct import AbortRequest, ControlReply, ControlRequest, GenerateRequest, TokenBatch
+from sglang.runtime.io_struct import (
+    AbortRequest,
+    GenerateRequest,
+    ReadyInfo,
+    ReadyReport,
+    StartupFailure,
+    TokenBatch,
+)
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_loading import LoadedModel, load_model, select
 from sglang.runtime.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
@@ -35,43 +53,6 @@ from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.step_monitor import StepHeartbeat
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ReadyInfo:
-    """What the parent learns once the model is loaded."""
-
-    model_path: str
-    tokenizer_path: str
-    chat_template: str | None
-    architectures: tuple[str, ...]
-    model_type: str | None
-    context_length: int
-    vocab_size: int
-    max_total_tokens: int
-    device: str
-    dtype: str
-    eos_token_ids: tuple[int, ...]
-    bos_token: str | None
-    eos_token: str | None
-    op_table: dict[str, object]
-    """The chosen kernel of every op and why each other candidate lost (`OpTable.as_dict`)."""
-
-    def model_info(self) -> dict[str, object]:
-        """SGLang's `/get_model_info` answer (`architecture` is ours, beside upstream's list)."""
-        return {
-            "model_path": self.model_path,
-            "tokenizer_path": self.tokenizer_path,
-            "is_generation": True,
-            "architectures": list(self.architectures),
-            "architecture": self.architectures[0] if self.architectures else None,
-            "model_type": self.model_type,
-            "chat_template": self.chat_template,
-            "context_length": self.context_length,
-            "bos_token": self.bos_token,
-            "eos_token": self.eos_token,
-            "has_image_understanding": False,
-        }
 
 
 def kv_pool_tokens(args: ServerArgs, loaded: LoadedModel, backend: AttentionBackend) -> int:
@@ -128,22 +109,52 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
     return scheduler, info
 
 
-def server_info(scheduler: Scheduler) -> dict:
-    return {
-        "num_running_requests": len(scheduler.running),
-        "num_waiting_requests": len(scheduler.waiting),
-        # What routers balance on (`/get_load`): the tokens of every request the server holds.
-        "num_request_tokens": sum(len(req.fill_ids) for req in (*scheduler.running, *scheduler.waiting)),
-        "kv_tokens_total": scheduler.capacity,
-        "kv_tokens_free": scheduler.allocator.available_tokens(),
-        "kv_tokens_cached": scheduler.cache.total_size(),
-        "kv_tokens_evictable": scheduler.cache.evictable_size(),
-        "kv_tokens_in_use": scheduler.capacity - scheduler.allocator.available_tokens(),
+def scheduler_status(scheduler: Scheduler) -> SchedulerStatus:
+    free = scheduler.allocator.available_tokens()
+    steps = scheduler.runner.step_stats
+    return SchedulerStatus(
+        num_running_requests=len(scheduler.running),
+        num_waiting_requests=len(scheduler.waiting),
+        num_request_tokens=sum(len(req.fill_ids) for req in (*scheduler.running, *scheduler.waiting)),
+        kv_tokens_total=scheduler.capacity,
+        kv_tokens_free=free,
+        kv_tokens_cached=scheduler.cache.total_size(),
+        kv_tokens_evictable=scheduler.cache.evictable_size(),
+        kv_tokens_in_use=scheduler.capacity - free,
         **scheduler.stats,
-        "static_steps": scheduler.runner.step_stats.static_steps,
-        "eager_steps": scheduler.runner.step_stats.eager_steps,
-        "static_step_fallbacks": scheduler.runner.step_stats.static_fallbacks,
-    }
+        static_steps=steps.static_steps,
+        eager_steps=steps.eager_steps,
+        static_step_fallbacks=steps.static_fallbacks,
+    )
+
+
+@functools.singledispatch
+def answer(message: object, scheduler: Scheduler) -> object:
+    """The reply to control message `message`, dispatched on its type. A type without a handler
+    is a bug of the sender (or a version mismatch), answered as such rather than guessed at."""
+    return ControlError(f"unknown control message type {type(message).__name__}")
+
+
+@answer.register
+def _(message: FlushCache, scheduler: Scheduler) -> FlushResult:
+    if scheduler.flush_cache():
+        return FlushResult(True)
+    return FlushResult(False, "requests are running or waiting")
+
+
+@answer.register
+def _(message: GetSchedulerStatus, scheduler: Scheduler) -> SchedulerStatus:
+    return scheduler_status(scheduler)
+
+
+@answer.register
+def _(message: ConcatAndAppend, scheduler: Scheduler) -> ConcatResult:
+    try:
+        return kv_concat.concat_cached_branches(scheduler, message.prefix_ids, message.branch_ids)
+    except Exception as e:  # an optimization that failed must not take the server down
+        logger.exception("concat_and_append failed")
+        sequence = [*message.prefix_ids, *(t for branch in message.branch_ids for t in branch)]
+        return ConcatResult(False, sequence, reason=f"internal error: {type(e).__name__}: {e}")
 
 
 def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
@@ -152,19 +163,9 @@ def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
     elif isinstance(message, AbortRequest):
         scheduler.abort(message.rid, message.message)
     elif isinstance(message, ControlRequest):
-        if message.kind == "flush_cache":
-            ok = scheduler.flush_cache()
-            reason = {} if ok else {"reason": "requests are running or waiting"}
-            ipc.send(control, ControlReply(message.request_id, ok, reason))
-        elif message.kind == kv_concat.CONTROL_KIND:
-            try:
-                result = kv_concat.concat_cached_branches(scheduler, **message.args).payload()
-            except Exception as e:  # an optimization that failed must not take the server down
-                logger.exception("concat_and_append failed")
-                result = {"ok": False, "reason": f"internal error: {type(e).__name__}: {e}"}
-            ipc.send(control, ControlReply(message.request_id, result["ok"], result))
-        else:
-            ipc.send(control, ControlReply(message.request_id, True, server_info(scheduler)))
+        ipc.send(control, ControlReply(message.request_id, answer(message.message, scheduler)))
+    else:
+        logger.error("ignored a message of unknown type %s", type(message).__name__)
 
 
 def run_scheduler_process(
@@ -178,13 +179,13 @@ def run_scheduler_process(
     try:
         scheduler, info = build_scheduler(args, placement)
     except Exception as e:
-        ready.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+        ready.send(StartupFailure(f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
     ctx = zmq.Context()
     inbox = ipc.pull(ctx, endpoints.scheduler)
     to_detokenizer = ipc.push(ctx, endpoints.detokenizer)
     control = ipc.push(ctx, endpoints.control)
-    ready.send(("ok", info))
+    ready.send(ReadyReport(info))
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
     heartbeat = StepHeartbeat(step_clock)

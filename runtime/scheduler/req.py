@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 
-from sglang.runtime.io_struct import DecodeSpec, GenerateRequest
+from sglang.runtime.finish_reason import BAD_REQUEST_STATUS, FinishReason
+from sglang.runtime.io_struct import DecodeSpec, GenerateRequest, LogprobDelta
 from sglang.runtime.radix_cache import MatchResult
 from sglang.runtime.stop_regex import first_match, longest_reach
 
 
 @dataclass
 class LogprobLog:
-    """Log-probabilities collected so far, in SGLang's `(logprob, token_id)` pairs."""
+    """Log-probabilities collected so far, in SGLang's `(logprob, token_id)` pairs. `sent` holds,
+    per list, how many entries earlier updates carried (`take_new`)."""
 
     input_token: list[tuple[float | None, int]] = field(default_factory=list)
     input_top: list[list[tuple[float, int]] | None] = field(default_factory=list)
@@ -31,8 +33,17 @@ class LogprobLog:
     output_top: list[list[tuple[float, int]]] = field(default_factory=list)
     output_ids_logprob: list[list[tuple[float, int]]] = field(default_factory=list)
     output_entropy: list[float] = field(default_factory=list)
+    sent: dict[str, int] = field(default_factory=dict)
 
-BAD_REQUEST_STATUS = 400
+    def take_new(self) -> LogprobDelta:
+        """The entries recorded since the previous call (all of them on the first)."""
+        new = {}
+        for name in (f.name for f in fields(LogprobDelta)):
+            entries = getattr(self, name)
+            new[name] = entries[self.sent.get(name, 0) :]
+            self.sent[name] = len(entries)
+        return LogprobDelta(**new)
+
 INTERNAL_ERROR_STATUS = 500
 
 
@@ -54,7 +65,7 @@ class Req:
         self.slots = torch.empty(0, dtype=torch.int64)
         self.match: MatchResult | None = None
         self.cached_tokens = 0
-        self.finish_reason: dict[str, Any] | None = None
+        self.finish_reason: FinishReason | None = None
         self.log = LogprobLog()
         self.grammar: Any = None
         self.grammar_future: Future | None = None
@@ -116,23 +127,23 @@ class Req:
         )
 
     def check_finished(self, tail_text: Callable[[list[int]], str]) -> None:
-        """Sets `finish_reason` after a token was appended (SGLang's reason dictionaries)."""
+        """Sets `finish_reason` after a token was appended."""
         if not self.output_ids:
             return
         last = self.output_ids[-1]
         out_len = len(self.output_ids)
         min_reached = out_len >= self.params.min_new_tokens
         if min_reached and last in self.stop_token_ids:
-            self.finish_reason = {"type": "stop", "matched": last}
+            self.finish_reason = FinishReason.stop(last)
         elif self.grammar is not None and self.grammar.is_terminated():
-            self.finish_reason = {"type": "stop", "matched": None}
+            self.finish_reason = FinishReason.stop(None)
         elif min_reached and (matched := self._matched_stop_string(tail_text)) is not None:
-            self.finish_reason = {"type": "stop", "matched": matched}
+            self.finish_reason = FinishReason.stop(matched)
         elif min_reached and (pattern := self._matched_stop_regex(tail_text)) is not None:
             # As upstream, `matched` names the pattern; the detokenizer cuts the text where it matched.
-            self.finish_reason = {"type": "stop", "matched": pattern}
+            self.finish_reason = FinishReason.stop(pattern)
         elif out_len >= self.max_new_tokens:
-            self.finish_reason = {"type": "length", "length": out_len}
+            self.finish_reason = FinishReason.of_length(out_len)
 
     def _matched_stop_string(self, tail_text: Callable[[list[int]], str]) -> str | None:
         stops = self.decode_spec().stop_strings
@@ -159,4 +170,4 @@ class Req:
     def abort(self, message: str, status_code: int = BAD_REQUEST_STATUS) -> None:
         """Ends the request. `status_code` is the HTTP status its answer carries, as upstream's
         abort reasons do: 400 for what the request itself asked, 500 for a failure of ours."""
-        self.finish_reason = {"type": "abort", "message": message, "status_code": status_code}
+        self.finish_reason = FinishReason.abort(message, status_code)

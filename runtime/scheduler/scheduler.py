@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from sglang.ops.step import StepError
+from sglang.runtime.finish_reason import FinishReason
 from sglang.runtime.io_struct import GenerateRequest, TokenUpdate
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.model_runner import ModelRunner
@@ -286,7 +287,7 @@ class Scheduler:
                 req.grammar.accept(token)
             req.check_finished(self.tail_text)
         if not e.samples and req.kv_len == len(req.fill_ids) and req.max_new_tokens == 0:
-            req.finish_reason = {"type": "length", "length": 0}
+            req.finish_reason = FinishReason.of_length(0)
         if req.finished:
             self.running.remove(req)
             self._finish(req)
@@ -311,7 +312,7 @@ class Scheduler:
             rid=req.rid,
             new_token_ids=new,
             finish_reason=req.finish_reason,
-            meta=logprobs.meta_info(req),
+            meta=logprobs.request_meta(req),
             decode_spec=None if req.sent_meta else req.decode_spec(),
         )
         req.sent_output_len, req.sent_meta = len(req.output_ids), True

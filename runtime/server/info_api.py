@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from sglang.runtime.control import GetSchedulerStatus
 from sglang.runtime.server.state import server_state
 
 router = APIRouter()
@@ -28,12 +29,12 @@ async def model_info(request: Request) -> dict[str, Any]:
 @router.get("/server_info")
 async def server_info(request: Request) -> dict[str, Any]:
     state = server_state(request)
-    reply = await state.manager.control("server_info")
+    status = await state.manager.control(GetSchedulerStatus())
     args = {k: v for k, v in vars(state.args).items() if k != "api_key"}
     info = state.info
     return {
         **args,
-        **reply.payload,
+        **status.to_json(),
         "model_path": info.model_path,
         "tokenizer_path": info.tokenizer_path,
         "served_model_name": state.model_name,
@@ -53,13 +54,13 @@ async def server_info(request: Request) -> dict[str, Any]:
 async def get_load(request: Request) -> list[dict[str, Any]]:
     """Upstream's shape: one entry per data-parallel rank (one here). sglang-router balances
     on the sum of `num_tokens`."""
-    payload = (await server_state(request).manager.control("server_info")).payload
+    status = await server_state(request).manager.control(GetSchedulerStatus())
     return [
         {
             "dp_rank": 0,
-            "num_reqs": payload["num_running_requests"] + payload["num_waiting_requests"],
-            "num_waiting_reqs": payload["num_waiting_requests"],
-            "num_tokens": payload["num_request_tokens"],
+            "num_reqs": status.num_running_requests + status.num_waiting_requests,
+            "num_waiting_reqs": status.num_waiting_requests,
+            "num_tokens": status.num_request_tokens,
         }
     ]
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from sglang.runtime.control import SchedulerStatus
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _LATENCIES = (
     ("ttft", "time_to_first_token_seconds", "Time to first token."),
@@ -78,22 +80,23 @@ class ServerMetrics:
                 for histogram in pair:
                     histogram.observe(meta[key])
 
-    def render(self, server_info: dict[str, Any]) -> bytes:
-        total = max(server_info["kv_tokens_total"], 1)
-        used = server_info["kv_tokens_in_use"] - server_info["kv_tokens_evictable"]
-        prompt = server_info["prompt_tokens"] + server_info["cached_tokens"]
+    def render(self, status: SchedulerStatus) -> bytes:
+        total = max(status.kv_tokens_total, 1)
+        used = status.kv_tokens_in_use - status.kv_tokens_evictable
+        prompt = status.prompt_tokens + status.cached_tokens
         for pair, value in (
-            (self.running, server_info["num_running_requests"]),
-            (self.queued, server_info["num_waiting_requests"]),
-            (self.hit_rate, server_info["cached_tokens"] / prompt if prompt else 0.0),
+            (self.running, status.num_running_requests),
+            (self.queued, status.num_waiting_requests),
+            (self.hit_rate, status.cached_tokens / prompt if prompt else 0.0),
         ):
             for gauge in pair:
                 gauge.set(value)
-        self.kv_usage.set(server_info["kv_tokens_in_use"] / total)
+        self.kv_usage.set(status.kv_tokens_in_use / total)
         self.token_usage.set(used / total)
         self.used_tokens.set(used)
         for key, counter in self.step_counts.items():
             # The scheduler keeps running totals; a counter only moves forward by the difference.
-            counter.inc(max(server_info[key] - self._step_counts_seen[key], 0))
-            self._step_counts_seen[key] = server_info[key]
+            count = getattr(status, key)
+            counter.inc(max(count - self._step_counts_seen[key], 0))
+            self._step_counts_seen[key] = count
         return generate_latest(self.registry)

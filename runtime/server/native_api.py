@@ -10,6 +10,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
+from sglang.runtime.control import FlushCache, GetSchedulerStatus
 from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
 from sglang.runtime.scheduler.kv_concat import ConcatInput, run_concat
 from sglang.runtime.server.errors import ApiError, as_api_error, error_body, json_response
@@ -136,9 +137,9 @@ async def health_generate(request: Request) -> Response:
 
 @router.api_route("/flush_cache", methods=["GET", "POST"])
 async def flush_cache(request: Request) -> Response:
-    reply = await server_state(request).manager.control("flush_cache")
-    if not reply.ok:
-        raise ApiError(409, f"cache not flushed: {reply.payload.get('reason')}")
+    result = await server_state(request).manager.control(FlushCache())
+    if not result.ok:
+        raise ApiError(409, f"cache not flushed: {result.reason}")
     return Response("Cache flushed.\n", status_code=200)
 
 
@@ -187,5 +188,5 @@ async def abort_request(request: Request) -> dict[str, Any]:
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     state = server_state(request)
-    info = (await state.manager.control("server_info")).payload
-    return Response(state.extras["metrics"].render(info), media_type="text/plain; version=0.0.4")
+    status = await state.manager.control(GetSchedulerStatus())
+    return Response(state.extras["metrics"].render(status), media_type="text/plain; version=0.0.4")

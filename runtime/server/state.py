@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import Request
 
-from sglang.runtime.scheduler.process import ReadyInfo
+from sglang.runtime.io_struct import ReadyInfo
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.tokenizer_manager import TokenizerManager

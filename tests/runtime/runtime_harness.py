@@ -20,11 +20,11 @@ import torch
 
 from sglang.ci.servers import CPU_THREADS
 from sglang.runtime.detokenizer import Detokenizer
-from sglang.runtime.io_struct import GenerateRequest, LogprobRequest, TextUpdate, TokenBatch
+from sglang.runtime.io_struct import GenerateRequest, LogprobRequest, ReadyInfo, TextUpdate, TokenBatch
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.meta_info import MetaInfo
 from sglang.runtime.model_runner import ModelRunner
 from sglang.runtime.sampling_params import SamplingParams
-from sglang.runtime.scheduler.process import ReadyInfo
 from sglang.runtime.scheduler.scheduler import Scheduler
 
 SHARED_KV_TOKENS = 8192
@@ -66,6 +66,8 @@ class Outcome:
     text: str = ""
     texts: list[str] = field(default_factory=list)
     """The cumulative text of every update (one per step for a streaming request)."""
+    info: MetaInfo = field(default_factory=lambda: MetaInfo(LogprobRequest(return_logprob=True, return_entropy=True)))
+    """Folds the updates' meta as the tokenizer manager does (every logprob field included)."""
 
     @property
     def finished_by(self) -> str | None:
@@ -122,8 +124,10 @@ def run_requests(
 def _fold(outcome: Outcome, new_ids: list[int], text: TextUpdate) -> None:
     assert outcome.finish_reason is None, f"{outcome.rid} got an update after its final one"
     outcome.output_ids.extend(new_ids)
-    outcome.finish_reason = text.finish_reason
-    outcome.meta = text.meta or outcome.meta
+    outcome.finish_reason = None if text.finish_reason is None else text.finish_reason.to_json()
+    if text.meta is not None:
+        outcome.info.add(text.meta)
+        outcome.meta = outcome.info.to_json(outcome.rid, text.finish_reason)
     outcome.text = text.text
     outcome.texts.append(text.text)
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from sglang.runtime import ipc
-from sglang.runtime.scheduler.process import ReadyInfo
+from sglang.runtime.io_struct import ReadyInfo
 from sglang.runtime.tokenizer_manager import EngineDeadError, TokenizerManager
 
 

@@ -214,18 +214,25 @@ def test_front_tokenizes_like_the_branches_and_validates(rt: Runtime) -> None:
 
 
 def test_the_scheduler_process_answers_the_control_request(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The message path: a `concat_and_append` ControlRequest is answered with the result's
-    payload; a failure inside is a not-ok answer, not a dead scheduler."""
-    from sglang.runtime.io_struct import ControlReply, ControlRequest
+    """The message path: a `ConcatAndAppend` in a ControlRequest is answered with its
+    ConcatResult; a failure inside is a not-ok answer, not a dead scheduler."""
+    from sglang.runtime.control import ConcatAndAppend, ConcatResult, ControlReply, ControlRequest
     from sglang.runtime.scheduler import process
 
     scheduler = rt.make_scheduler(max_total_tokens=64, page_size=2)
     sent: list[ControlReply] = []
     monkeypatch.setattr(process.ipc, "send", lambda _socket, message: sent.append(message))
-    args = {"prefix_ids": [1, 2], "branch_ids": [[3]]}
-    process._handle(scheduler, ControlRequest("concat_and_append", "a", args), None)
-    process._handle(scheduler, ControlRequest("concat_and_append", "b", {"prefix_ids": [1]}), None)
+    message = ConcatAndAppend((1, 2), ((3,),))
+    process._handle(scheduler, ControlRequest("a", message), None)
+
+    def explode(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(process.kv_concat, "concat_cached_branches", explode)
+    process._handle(scheduler, ControlRequest("b", message), None)
     first, second = sent
-    assert (first.request_id, first.ok) == ("a", False)
-    assert first.payload["input_ids"] == [1, 2, 3] and "page_size" in first.payload["reason"]
-    assert (second.request_id, second.ok) == ("b", False) and "internal error" in second.payload["reason"]
+    assert first.request_id == "a" and isinstance(first.result, ConcatResult) and not first.result.ok
+    assert first.result.input_ids == [1, 2, 3] and "page_size" in first.result.reason
+    assert second.request_id == "b" and isinstance(second.result, ConcatResult) and not second.result.ok
+    assert second.result.input_ids == [1, 2, 3] and "internal error" in second.result.reason
+

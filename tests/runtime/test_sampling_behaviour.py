@@ -221,4 +221,4 @@ def test_stop_string_of_multibyte_characters_split_over_tokens(rt: Runtime, stop
         req.check_finished(rt.tokenizer.decode)
         if i < len(prefix) + len(stop_ids) - 1:
             assert req.finish_reason is None
-    assert req.finish_reason == {"type": "stop", "matched": stop}
+    assert req.finish_reason.to_json() == {"type": "stop", "matched": stop}

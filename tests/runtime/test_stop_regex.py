@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sglang.runtime.detokenizer import held_back, trimmed
+from sglang.runtime.finish_reason import FinishReason
 from sglang.runtime.io_struct import DecodeSpec
 from sglang.runtime.stop_regex import first_match, longest_reach, max_match_chars
 
@@ -41,8 +42,8 @@ def test_held_back_keeps_a_possible_match_start() -> None:
 
 
 def test_trimmed_cuts_where_the_pattern_matched() -> None:
-    reason = {"type": "stop", "matched": r"1[56]"}
+    reason = FinishReason.stop(r"1[56]")
     assert trimmed("13, 14, 15", reason, _spec((r"1[56]",))) == "13, 14, "
     assert trimmed("13, 14, 15", reason, _spec((r"1[56]",), trim=False)) == "13, 14, 15"
     # A stop string with the same text is cut as a string.
-    assert trimmed("a.b", {"type": "stop", "matched": "."}, _spec((".",), stops=(".",))) == "a"
+    assert trimmed("a.b", FinishReason.stop("."), _spec((".",), stops=(".",))) == "a"

@@ -22,8 +22,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import ValidationError
 
 from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
+from sglang.runtime.io_struct import ReadyInfo
 from sglang.runtime.sampling_params import SamplingParams, SamplingParamsError
-from sglang.runtime.scheduler.process import ReadyInfo
 from sglang.runtime.server.errors import ApiError, error_response
 from sglang.runtime.server.openai import openai_router
 from sglang.runtime.server.openai.chat import ChatChunker, chat_plan, chat_response

@@ -1,0 +1,111 @@
+"""Control messages: operations the tokenizer manager asks the scheduler to run between two steps.
+
+One frozen dataclass per message and one per reply; a message's class says which reply it gets
+(`ControlMessage[R]`). They travel pickled over ZeroMQ inside the `ControlRequest` and
+`ControlReply` envelopes, which carry the request id that pairs a reply with its waiter.
+
+Invariants:
+- Every `ControlRequest` gets exactly one `ControlReply` with its `request_id`.
+- The scheduler dispatches on the message's type (runtime/scheduler/process.py `answer`); a type
+  it has no handler for is answered with `ControlError`, never with another message's reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Generic, TypeVar
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class ControlError:
+    """The reply to a message the scheduler could not answer (an unknown type, a handler that raised)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    ok: bool
+    reason: str | None = None
+    """Why the cache was not flushed (None when `ok`)."""
+
+
+@dataclass(frozen=True)
+class SchedulerStatus:
+    """The scheduler's live state and its running totals (what `/server_info`, `/get_load` and
+    `/metrics` report). Totals only grow; `kv_tokens_in_use` counts cached tokens too."""
+
+    num_running_requests: int
+    num_waiting_requests: int
+    num_request_tokens: int
+    """The tokens of every request the server holds: what routers balance on (`/get_load`)."""
+    kv_tokens_total: int
+    kv_tokens_free: int
+    kv_tokens_cached: int
+    kv_tokens_evictable: int
+    kv_tokens_in_use: int
+    prompt_tokens: int
+    generation_tokens: int
+    cached_tokens: int
+    retractions: int
+    static_steps: int
+    eager_steps: int
+    static_step_fallbacks: int
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ConcatResult:
+    """The scheduler's answer to `ConcatAndAppend`. `input_ids` is the sequence P + B_1 + ... +
+    B_n; `cached_tokens` how many of its leading tokens are cached now (all of them when `ok`);
+    `copied_tokens` how many KV entries this call wrote; `reason` why it was refused (None when `ok`)."""
+
+    ok: bool
+    input_ids: list[int]
+    cached_tokens: int = 0
+    copied_tokens: int = 0
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ControlMessage(Generic[R]):
+    """Base of every control message; `R` is the type of its reply (or `ControlError`)."""
+
+
+@dataclass(frozen=True)
+class FlushCache(ControlMessage[FlushResult]):
+    """Empties the prefix cache; refused while requests run or wait."""
+
+
+@dataclass(frozen=True)
+class GetSchedulerStatus(ControlMessage[SchedulerStatus]):
+    pass
+
+
+@dataclass(frozen=True)
+class ConcatAndAppend(ControlMessage[ConcatResult]):
+    """Caches `prefix_ids + branch_ids[0] + ...` from the branches' cached KV
+    (runtime/scheduler/kv_concat.py). `branch_ids[i]` are branch i's tokens after the prefix."""
+
+    prefix_ids: tuple[int, ...]
+    branch_ids: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    request_id: str
+    message: ControlMessage[Any]
+
+
+@dataclass(frozen=True)
+class ControlReply:
+    request_id: str
+    result: object
+    """The reply type of the request's message, or `ControlError`."""
