@@ -22,8 +22,8 @@ import torch
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.step import StepInputs
 from sglang.runtime.distributed.group import TPGroup, set_tp_group
-from sglang.runtime.model_loading import load_model, select
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.loader.model_loading import load_model, select
 from sglang.runtime.server_args import ServerArgs
 
 PROMPT = 64

@@ -25,8 +25,8 @@ def child(device: str, new_tokens: int) -> dict:
     import torch
 
     from sglang.ops.attention import AttentionInputs
-    from sglang.runtime.model_loading import load_model
-    from sglang.runtime.model_runner import ModelRunner, StepInputs, attention_backend_for
+    from sglang.runtime.execution.model_runner import ModelRunner, StepInputs, attention_backend_for
+    from sglang.runtime.loader.model_loading import load_model
     from sglang.runtime.server_args import ServerArgs
 
     started = time.perf_counter()

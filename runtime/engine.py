@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from sglang.runtime.control import FlushCache, GetSchedulerStatus
-from sglang.runtime.generate_input import GenerateInput
-from sglang.runtime.launch import Children, launch_children
 from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus
+from sglang.runtime.processes.launch import Children, launch_children
+from sglang.runtime.processes.tokenizer_manager import TokenizerManager, last_item
+from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server_args import ServerArgs
-from sglang.runtime.tokenizer_manager import TokenizerManager, last_item
 
 logger = logging.getLogger(__name__)
 
@@ -151,8 +151,8 @@ class Engine:
     ) -> dict[str, Any]:
         """Caches the KV of `prefix` followed by every branch, reusing the KV each branch computed
         after `prefix` (parallel encoding; `join("concate_and_append")` of the frontend). Answers
-        `{"ok", "input_ids", "cached_tokens", "reason", ...}`; see runtime/scheduler/kv_concat.py."""
-        from sglang.runtime.scheduler.kv_concat import ConcatInput, run_concat
+        `{"ok", "input_ids", "cached_tokens", "reason", ...}`; see runtime/processes/kv_concat_request.py."""
+        from sglang.runtime.processes.kv_concat_request import ConcatInput, run_concat
 
         body = {"prefix": prefix, "branches": branches, "prefill_missing": prefill_missing}
         return self._call(run_concat(self.manager, ConcatInput.from_dict(body)))

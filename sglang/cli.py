@@ -51,7 +51,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _ops(args: argparse.Namespace) -> int:
     import json
 
-    from sglang.runtime.op_report import op_table
+    from sglang.runtime.loader.op_report import op_table
 
     assume_missing = [p.strip() for p in (args.assume_missing or "").split(",") if p.strip()]
     table = op_table(_server_args(args), assume_missing)

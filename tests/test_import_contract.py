@@ -207,7 +207,7 @@ def test_lower_layers_never_import_the_runtime() -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        "from sglang.runtime.model_runner import StepInputs",
+        "from sglang.runtime.execution.model_runner import StepInputs",
         "import sglang.runtime.loader.cache",
         "def f():\n    from sglang.runtime import engine",
         "if TYPE_CHECKING:\n    from sglang.frontend.ir import Program",

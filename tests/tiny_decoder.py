@@ -12,7 +12,7 @@ import torch
 
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.platforms.device_runtime import DeviceRuntime
-from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 TINY_LLAMA_CONFIG = {

@@ -36,9 +36,9 @@ from sglang.ops.selection import OpTable
 from sglang.ops.step import ForwardContext
 from sglang.platforms import Platform
 from sglang.platforms.base import ModelFacts
-from sglang.runtime.model_config import ModelConfig
-from sglang.runtime.models import model_class_for
+from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.models.registry import model_class_for
 
 PROMPT_LENS: tuple[int, ...] = (7, 13, 3)
 """Ragged prompt lengths; every scenario covers every position of every prompt once."""

@@ -10,8 +10,8 @@ import torch
 
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.step import StepInputs
-from sglang.runtime.model_loading import LoadedModel
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.loader.model_loading import LoadedModel
 
 PROMPTS = (
     "What is the capital of France?",

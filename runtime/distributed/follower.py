@@ -16,8 +16,8 @@ from multiprocessing.connection import Connection
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.distributed.leader import follow
 from sglang.runtime.distributed.placement import RankPlacement
-from sglang.runtime.io_struct import ReadyReport, StartupFailure
-from sglang.runtime.process_setup import init_child_process
+from sglang.runtime.processes.child_setup import init_child_process
+from sglang.runtime.processes.messages import ReadyReport, StartupFailure
 from sglang.runtime.scheduler.process import build_runner
 from sglang.runtime.server_args import ServerArgs
 

@@ -21,7 +21,7 @@ import torch
 
 from sglang.ops.collectives import Communicator
 from sglang.ops.step import StepInputs
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
 
 logger = logging.getLogger(__name__)
 

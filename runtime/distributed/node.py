@@ -14,7 +14,7 @@ import sys
 from multiprocessing.connection import wait
 
 from sglang.runtime.distributed.placement import node_placements
-from sglang.runtime.launch import Children, await_ready, start_followers
+from sglang.runtime.processes.launch import Children, await_ready, start_followers
 from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
 from sglang.runtime.layers.sharding import attention_heads
-from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.models.config import ModelConfig
 
 
 class SelfAttention(Module):

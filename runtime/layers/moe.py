@@ -14,7 +14,7 @@ from sglang.runtime.layers.linear import Linear, Shards, empty_parameter
 from sglang.runtime.layers.mlp import GatedMLP, gated_activation_op
 from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.sharding import Reads, even_split
-from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.models.config import ModelConfig
 
 # Checkpoints name an expert's projections either Llama-style or Mixtral-style (w1/w3/w2).
 _GATE_NAMES = ("gate_proj", "w1")

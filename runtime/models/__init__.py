@@ -1,5 +1,9 @@
-"""Model architectures, all instances of one decoder written against `sglang.ops`."""
+"""Model architectures, all instances of one decoder written against `sglang.ops`.
 
-from sglang.runtime.models.registry import ARCHITECTURES, UnsupportedArchitectureError, model_class_for
+- `config`: the model's configuration, parsed from a Hugging Face `config.json` or a GGUF;
+- `decoder`: the one decoder every architecture declares itself as (`llama`, `qwen`, `mixture`);
+- `registry`: architecture name -> model class (import `model_class_for` from there);
+- `weights`: checkpoint tensor names mapped onto the decoder's parameters.
 
-__all__ = ["ARCHITECTURES", "UnsupportedArchitectureError", "model_class_for"]
+Nothing is imported here, so `layers` can use `models.config` without importing the decoder.
+"""

@@ -24,7 +24,7 @@ from sglang.runtime.layers.moe import SparseMoE
 from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ParallelLMHead, VocabParallelEmbedding
 from sglang.runtime.layers.sharding import Index
-from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.weights import checkpoint_reads, load_weights
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sglang.ops.binding import resolve
-from sglang.runtime.model_config import ModelConfig
+from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 ARCHITECTURES: dict[str, str] = {

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import xgrammar as xgr
 
-from sglang.runtime.sampling_params import SamplingParams
+from sglang.runtime.requests.sampling_params import SamplingParams
 from sglang.runtime.scheduler.req import Req
 
 _LOG_PREFIX = re.compile(r"^\[[\d:]+\] \S+:\d+: ")

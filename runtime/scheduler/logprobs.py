@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from sglang.runtime.io_struct import RequestMeta
+from sglang.runtime.processes.messages import RequestMeta
 from sglang.runtime.scheduler.req import Req
 
 

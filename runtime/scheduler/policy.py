@@ -12,7 +12,7 @@ prefilled side by side: one computes the prefix, the others wait until it is in 
 
 from __future__ import annotations
 
-from sglang.runtime.radix_cache import RadixCache
+from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.scheduler.req import Req
 
 LPM_QUEUE_LIMIT = 128

@@ -19,8 +19,15 @@ from multiprocessing.sharedctypes import Synchronized
 import zmq
 
 from sglang.ops.attention import AttentionBackend
-from sglang.runtime import ipc
-from sglang.runtime.control import (
+from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.distributed.leader import HEARTBEAT_S, LeaderRunner
+from sglang.runtime.distributed.placement import RankPlacement, join
+from sglang.runtime.execution.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
+from sglang.runtime.loader.model_loading import LoadedModel, load_model, select
+from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.processes import ipc
+from sglang.runtime.processes.child_setup import init_child_process
+from sglang.runtime.processes.control import (
     ConcatAndAppend,
     ConcatResult,
     ControlError,
@@ -31,10 +38,7 @@ from sglang.runtime.control import (
     GetSchedulerStatus,
     SchedulerStatus,
 )
-from sglang.runtime.distributed.group import tp_group
-from sglang.runtime.distributed.leader import HEARTBEAT_S, LeaderRunner
-from sglang.runtime.distributed.placement import RankPlacement, join
-from sglang.runtime.io_struct import (
+from sglang.runtime.processes.messages import (
     AbortRequest,
     GenerateRequest,
     ReadyInfo,
@@ -42,15 +46,11 @@ from sglang.runtime.io_struct import (
     StartupFailure,
     TokenBatch,
 )
-from sglang.runtime.memory.token_allocator import PagedTokenAllocator
-from sglang.runtime.model_loading import LoadedModel, load_model, select
-from sglang.runtime.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
-from sglang.runtime.process_setup import init_child_process
+from sglang.runtime.processes.step_monitor import StepHeartbeat
 from sglang.runtime.scheduler import kv_concat
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.server_args import ServerArgs
-from sglang.runtime.step_monitor import StepHeartbeat
 
 logger = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from sglang.runtime.finish_reason import BAD_REQUEST_STATUS, FinishReason
-from sglang.runtime.io_struct import DecodeSpec, GenerateRequest, LogprobDelta
-from sglang.runtime.radix_cache import MatchResult
-from sglang.runtime.stop_regex import first_match, longest_reach
+from sglang.runtime.memory.radix_cache import MatchResult
+from sglang.runtime.processes.messages import DecodeSpec, GenerateRequest, LogprobDelta
+from sglang.runtime.requests.finish_reason import BAD_REQUEST_STATUS, FinishReason
+from sglang.runtime.requests.stop_regex import first_match, longest_reach
 
 
 @dataclass

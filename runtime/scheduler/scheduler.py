@@ -18,11 +18,11 @@ from collections.abc import Callable
 import torch
 
 from sglang.ops.step import StepError
-from sglang.runtime.finish_reason import FinishReason
-from sglang.runtime.io_struct import GenerateRequest, TokenUpdate
+from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
-from sglang.runtime.model_runner import ModelRunner
-from sglang.runtime.radix_cache import RadixCache
+from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
+from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.scheduler import logprobs
 from sglang.runtime.scheduler.batch import BatchEntry, RowMap, build_step, make_entry
 from sglang.runtime.scheduler.grammar import GrammarBackend

@@ -57,8 +57,8 @@ def error_response(error: ApiError) -> Response:
 def as_api_error(error: Exception) -> ApiError | None:
     """The HTTP meaning of an exception raised by the tokenizer manager, or None if it has none
     (a bug: the app answers 500 and logs it)."""
-    from sglang.runtime.generate_input import InvalidRequestError
-    from sglang.runtime.tokenizer_manager import EngineDeadError, QueueFullError
+    from sglang.runtime.processes.tokenizer_manager import EngineDeadError, QueueFullError
+    from sglang.runtime.requests.generate_input import InvalidRequestError
 
     if isinstance(error, ApiError):
         return error

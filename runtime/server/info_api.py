@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from sglang.runtime.control import GetSchedulerStatus
+from sglang.runtime.processes.control import GetSchedulerStatus
 from sglang.runtime.server.state import server_state
 
 router = APIRouter()

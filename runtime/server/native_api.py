@@ -10,12 +10,12 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from sglang.runtime.control import FlushCache, GetSchedulerStatus
-from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
-from sglang.runtime.scheduler.kv_concat import ConcatInput, run_concat
+from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus
+from sglang.runtime.processes.kv_concat_request import ConcatInput, run_concat
+from sglang.runtime.processes.tokenizer_manager import last_item
+from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
 from sglang.runtime.server.errors import ApiError, as_api_error, error_body, json_response
 from sglang.runtime.server.state import server_state
-from sglang.runtime.tokenizer_manager import last_item
 
 router = APIRouter()
 
@@ -146,7 +146,7 @@ async def flush_cache(request: Request) -> Response:
 @router.post("/concat_and_append")
 async def concat_and_append(request: Request) -> Response:
     """Our extension (frontend `join("concate_and_append")`): caches `prefix` followed by every
-    branch from the branches' own KV. Not ok is a 200 with a reason; see kv_concat.py."""
+    branch from the branches' own KV. Not ok is a 200 with a reason; see `runtime/processes/kv_concat_request.py`."""
     body = await json_body(request)
     try:
         obj = ConcatInput.from_dict(body)

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import uvicorn
 
-from sglang.runtime.launch import Children, launch_children
 from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.processes.launch import Children, launch_children
+from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.server.app import create_app
 from sglang.runtime.server.openai.chat_template import resolve_chat_template
 from sglang.runtime.server.state import ServerState
 from sglang.runtime.server_args import ServerArgs
-from sglang.runtime.tokenizer_manager import TokenizerManager
 
 logger = logging.getLogger("sglang.server")
 

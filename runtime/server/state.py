@@ -7,10 +7,10 @@ from typing import Any
 
 from fastapi import Request
 
-from sglang.runtime.io_struct import ReadyInfo
+from sglang.runtime.processes.messages import ReadyInfo
+from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server_args import ServerArgs
-from sglang.runtime.tokenizer_manager import TokenizerManager
 
 
 @dataclass

@@ -13,9 +13,9 @@ import pytest
 
 from sglang.ci.suites.real_model import MAX_NEW_TOKENS, PROMPTS, chat_ids, greedy_ours
 from sglang.runtime.engine import Engine
-from sglang.runtime.model_loading import LoadedModel, load_model
+from sglang.runtime.loader.model_loading import LoadedModel, load_model
+from sglang.runtime.processes.tokenizer_manager import EngineDeadError
 from sglang.runtime.server_args import ServerArgs
-from sglang.runtime.tokenizer_manager import EngineDeadError
 
 pytestmark = pytest.mark.slow  # two engines of two rank processes each: minutes on 2 cores
 

@@ -27,7 +27,7 @@ from sglang.ci.suites.model_harness import (
     max_abs_error,
     run_schedule,
 )
-from sglang.runtime import model_loading
+from sglang.runtime.loader import model_loading
 from sglang.runtime.server_args import ServerArgs
 
 from .rank_processes import join_gloo, run_ranks

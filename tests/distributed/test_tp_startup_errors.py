@@ -15,10 +15,10 @@ from sglang.platforms.base import PlatformError
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.runtime.distributed.group import TPGroup, using_tp_group
 from sglang.runtime.distributed.placement import check_backend, node_placements
-from sglang.runtime.launch import EngineStartError
 from sglang.runtime.layers.sharding import ShardingError
-from sglang.runtime.model_config import ModelConfig
-from sglang.runtime.models import model_class_for
+from sglang.runtime.models.config import ModelConfig
+from sglang.runtime.models.registry import model_class_for
+from sglang.runtime.processes.launch import EngineStartError
 from sglang.runtime.server_args import ServerArgs
 
 

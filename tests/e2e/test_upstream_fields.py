@@ -13,7 +13,7 @@ import pytest
 
 from sglang.ci.servers import sse_events
 from sglang.ci.suites.e2e.openai_errors import assert_openai_error
-from sglang.runtime import upstream_fields
+from sglang.runtime.requests import upstream_fields
 
 PROMPT = "Count: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,"
 MESSAGES = [{"role": "user", "content": "Count from 1 to 20."}]

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from sglang.ci.suites.model_harness import CheckpointStore
-from sglang.runtime.model_config import ModelConfig
-from sglang.runtime.models import ARCHITECTURES, UnsupportedArchitectureError, model_class_for
+from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.models.registry import ARCHITECTURES, UnsupportedArchitectureError, model_class_for
 from sglang.runtime.models.weights import WeightLoadError
 
 RAW_CONFIG = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from sglang.ci.suites.model_harness import CheckpointStore, load_model
-from sglang.runtime.model_config import ModelConfig
-from sglang.runtime.models import model_class_for
+from sglang.runtime.models.config import ModelConfig
+from sglang.runtime.models.registry import model_class_for
 
 
 def test_tied_checkpoint_shares_the_embedding(checkpoints: CheckpointStore) -> None:

@@ -19,8 +19,8 @@ from sglang.ops.binding import install
 from sglang.ops.quant import QuantizedWeight
 from sglang.ops.step import StepInputs
 from sglang.platforms.kernels.cpu_cpp.linear import TILES
-from sglang.runtime.model_loading import LoadedModel, load_model
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.loader.model_loading import LoadedModel, load_model
 from sglang.runtime.server_args import ServerArgs
 
 LOGIT_TOLERANCE = 1e-2

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from sglang.ci.suites.real_model import MAX_NEW_TOKENS, PROMPTS, chat_ids, greedy_ours
-from sglang.runtime.model_loading import LoadedModel, load_model
+from sglang.runtime.loader.model_loading import LoadedModel, load_model
 from sglang.runtime.server_args import ServerArgs
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from sglang.ci.servers import CPU_THREADS, DEVICE
-from sglang.runtime.detokenizer import Detokenizer
 from sglang.runtime.loader import EmbeddedModelMissingError, embedded_model_path
 from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.processes.detokenizer import Detokenizer
 from sglang.runtime.scheduler.process import build_scheduler
 from sglang.runtime.server_args import ServerArgs
 

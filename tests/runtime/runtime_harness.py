@@ -19,12 +19,12 @@ from typing import Any
 import torch
 
 from sglang.ci.servers import CPU_THREADS
-from sglang.runtime.detokenizer import Detokenizer
-from sglang.runtime.io_struct import GenerateRequest, LogprobRequest, ReadyInfo, TextUpdate, TokenBatch
+from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
-from sglang.runtime.meta_info import MetaInfo
-from sglang.runtime.model_runner import ModelRunner
-from sglang.runtime.sampling_params import SamplingParams
+from sglang.runtime.processes.detokenizer import Detokenizer
+from sglang.runtime.processes.messages import GenerateRequest, LogprobRequest, ReadyInfo, TextUpdate, TokenBatch
+from sglang.runtime.requests.meta_info import MetaInfo
+from sglang.runtime.requests.sampling_params import SamplingParams
 from sglang.runtime.scheduler.scheduler import Scheduler
 
 SHARED_KV_TOKENS = 8192

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from sglang.runtime import ipc
-from sglang.runtime.control import (
+from sglang.runtime.processes import ipc
+from sglang.runtime.processes.control import (
     ControlError,
     ControlMessage,
     ControlReply,
@@ -19,9 +19,9 @@ from sglang.runtime.control import (
     GetSchedulerStatus,
     SchedulerStatus,
 )
-from sglang.runtime.io_struct import ReadyInfo
+from sglang.runtime.processes.messages import ReadyInfo
+from sglang.runtime.processes.tokenizer_manager import ControlFailedError, TokenizerManager
 from sglang.runtime.scheduler import process
-from sglang.runtime.tokenizer_manager import ControlFailedError, TokenizerManager
 
 from .runtime_harness import Runtime
 

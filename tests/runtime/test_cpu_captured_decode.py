@@ -23,8 +23,8 @@ from sglang.platforms.cpu.platform import COMPILE_ENV, CpuPlatform
 from sglang.platforms.cpu.runtime import CompiledDecodeRuntime, TracedDecodeRuntime
 from sglang.platforms.execution.captured import CapturedStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
-from sglang.runtime.model_loading import load_model
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.server_args import ServerArgs
 
 QUESTIONS = ("What is the capital of France?", "Name three primary colors.", "Write one sentence about the sea.",

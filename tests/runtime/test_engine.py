@@ -16,8 +16,8 @@ import pytest
 
 from sglang.ci.servers import CPU_THREADS, DEVICE
 from sglang.runtime.engine import Engine
-from sglang.runtime.generate_input import InvalidRequestError
-from sglang.runtime.tokenizer_manager import EngineDeadError
+from sglang.runtime.processes.tokenizer_manager import EngineDeadError
+from sglang.runtime.requests.generate_input import InvalidRequestError
 
 from .runtime_harness import QUESTION
 

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from sglang.runtime import ipc
-from sglang.runtime.io_struct import ReadyInfo
-from sglang.runtime.tokenizer_manager import EngineDeadError, TokenizerManager
+from sglang.runtime.processes import ipc
+from sglang.runtime.processes.messages import ReadyInfo
+from sglang.runtime.processes.tokenizer_manager import EngineDeadError, TokenizerManager
 
 
 class _Vocabulary:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
+from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from sglang.platforms.execution.captured import CapturedStepRunner, pad_decode
 from sglang.platforms.execution.eager import EagerStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
 from sglang.runtime.distributed.group import TPGroup, using_tp_group
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.server_args import ServerArgs
 
 from ..tiny_decoder import cpu_platform_with, tiny_llama_decoder

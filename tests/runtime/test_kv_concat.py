@@ -18,8 +18,9 @@ from sglang import ops
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.rotary import RopeScaling, RotaryTable
 from sglang.ops.step import StepInputs
-from sglang.runtime.model_runner import ModelRunner, _shift_table
-from sglang.runtime.scheduler.kv_concat import ConcatInput, concat_cached_branches
+from sglang.runtime.execution.model_runner import ModelRunner, _shift_table
+from sglang.runtime.processes.kv_concat_request import ConcatInput
+from sglang.runtime.scheduler.kv_concat import concat_cached_branches
 from sglang.runtime.scheduler.scheduler import Scheduler
 
 from .runtime_harness import Runtime, corpus_ids, make_request, token_ids_of
@@ -216,7 +217,7 @@ def test_front_tokenizes_like_the_branches_and_validates(rt: Runtime) -> None:
 def test_the_scheduler_process_answers_the_control_request(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The message path: a `ConcatAndAppend` in a ControlRequest is answered with its
     ConcatResult; a failure inside is a not-ok answer, not a dead scheduler."""
-    from sglang.runtime.control import ConcatAndAppend, ConcatResult, ControlReply, ControlRequest
+    from sglang.runtime.processes.control import ConcatAndAppend, ConcatResult, ControlReply, ControlRequest
     from sglang.runtime.scheduler import process
 
     scheduler = rt.make_scheduler(max_total_tokens=64, page_size=2)

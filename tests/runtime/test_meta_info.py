@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sglang.runtime.finish_reason import FinishReason
-from sglang.runtime.io_struct import LogprobRequest, TokenUpdate
-from sglang.runtime.meta_info import MetaInfo
+from sglang.runtime.processes.messages import LogprobRequest, TokenUpdate
+from sglang.runtime.requests.finish_reason import FinishReason
+from sglang.runtime.requests.meta_info import MetaInfo
 
 from .runtime_harness import Runtime, chat_prompt, make_request
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sglang.runtime.memory import PagedTokenAllocator
-from sglang.runtime.radix_cache import MatchResult, RadixCache, TreeNode
+from sglang.runtime.memory.radix_cache import MatchResult, RadixCache, TreeNode
 
 
 def slots(*values: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from sglang.runtime.io_struct import LogprobRequest
+from sglang.runtime.processes.messages import LogprobRequest
 from sglang.runtime.scheduler.req import Req
 
 from .runtime_harness import Runtime, chat_prompt, make_request, token_ids_of

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sglang.runtime.sampling_params import TOP_K_ALL, SamplingParams, SamplingParamsError
+from sglang.runtime.requests.sampling_params import TOP_K_ALL, SamplingParams, SamplingParamsError
 
 VOCAB = 100
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from sglang.runtime.io_struct import GenerateRequest, LogprobRequest
+from sglang.runtime.processes.messages import GenerateRequest, LogprobRequest
 from sglang.runtime.scheduler.policy import common_prefix_len
 from sglang.runtime.scheduler.scheduler import Scheduler
 

@@ -9,9 +9,9 @@ import torch
 
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.step import StepInputs
-from sglang.runtime.io_struct import LogprobRequest
+from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.processes.messages import LogprobRequest
 
 from .runtime_harness import Runtime, chat_prompt, corpus_ids, make_request, model_threads
 

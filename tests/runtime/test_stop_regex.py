@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sglang.runtime.detokenizer import held_back, trimmed
-from sglang.runtime.finish_reason import FinishReason
-from sglang.runtime.io_struct import DecodeSpec
-from sglang.runtime.stop_regex import first_match, longest_reach, max_match_chars
+from sglang.runtime.processes.detokenizer import held_back, trimmed
+from sglang.runtime.processes.messages import DecodeSpec
+from sglang.runtime.requests.finish_reason import FinishReason
+from sglang.runtime.requests.stop_regex import first_match, longest_reach, max_match_chars
 
 
 @pytest.mark.parametrize(

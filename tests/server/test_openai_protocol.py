@@ -21,9 +21,9 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import ValidationError
 
-from sglang.runtime.generate_input import GenerateInput, InvalidRequestError
-from sglang.runtime.io_struct import ReadyInfo
-from sglang.runtime.sampling_params import SamplingParams, SamplingParamsError
+from sglang.runtime.processes.messages import ReadyInfo
+from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
+from sglang.runtime.requests.sampling_params import SamplingParams, SamplingParamsError
 from sglang.runtime.server.errors import ApiError, error_response
 from sglang.runtime.server.openai import openai_router
 from sglang.runtime.server.openai.chat import ChatChunker, chat_plan, chat_response

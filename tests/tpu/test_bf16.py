@@ -16,8 +16,8 @@ import torch
 from sglang.ci.suites.real_model import PROMPTS, chat_ids
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.step import StepInputs
-from sglang.runtime.model_loading import LoadedModel, load_model
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.loader.model_loading import LoadedModel, load_model
 from sglang.runtime.server_args import ServerArgs
 
 BF16_STEP = 2.0**-7

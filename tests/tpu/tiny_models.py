@@ -12,8 +12,8 @@ from sglang.ci.suites.model_harness import MODEL_SPECS, SPECS_BY_NAME, Checkpoin
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.step import StepInputs
 from sglang.platforms.base import ModelFacts, Platform
-from sglang.runtime.model_runner import ModelRunner, attention_backend_for
-from sglang.runtime.models import model_class_for
+from sglang.runtime.execution.model_runner import ModelRunner, attention_backend_for
+from sglang.runtime.models.registry import model_class_for
 
 SPEC_NAMES = tuple(spec.name for spec in MODEL_SPECS)
 

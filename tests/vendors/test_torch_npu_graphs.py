@@ -24,7 +24,7 @@ from sglang.platforms.device_runtime import GRAPH_WARMUP_RUNS, DeviceRuntime
 from sglang.platforms.execution.captured import CapturedStepRunner
 from sglang.platforms.execution.eager import EagerStepRunner
 from sglang.platforms.npu.runtime import NpuRuntime
-from sglang.runtime.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner
 
 from ..tiny_decoder import cpu_platform_with, tiny_llama_decoder
 from .standin import ContractError, Recorder, installed

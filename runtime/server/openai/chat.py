@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from sglang.runtime.generate_input import GenerateInput
+from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.openai.chat_template import (
     ChatTemplateError,

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model, model_validator
 
-from sglang.runtime import upstream_fields
-from sglang.runtime.sampling_params import SamplingParams
+from sglang.runtime.requests import upstream_fields
+from sglang.runtime.requests.sampling_params import SamplingParams
 
 
 class _Strict(BaseModel):

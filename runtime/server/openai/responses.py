@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 from fastapi import Response
 
+from sglang.runtime.processes.tokenizer_manager import TokenizerManager, last_item
 from sglang.runtime.server.errors import ApiError, as_api_error
-from sglang.runtime.tokenizer_manager import TokenizerManager, last_item
 
 
 @dataclass(frozen=True)

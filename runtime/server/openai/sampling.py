@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sglang.runtime import upstream_fields
+from sglang.runtime.requests import upstream_fields
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.openai.protocol import SAMPLING_EXTRAS, SamplingFields
 

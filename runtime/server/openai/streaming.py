@@ -24,10 +24,10 @@ import orjson
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
-from sglang.runtime.generate_input import GenerateInput
+from sglang.runtime.processes.tokenizer_manager import TokenizerManager
+from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError, error_body
 from sglang.runtime.server.openai.responses import ResponseHeader, json_response, openai_error, run_to_end, usage
-from sglang.runtime.tokenizer_manager import TokenizerManager
 
 logger = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from sglang.runtime.layers.quantized import apply_weight_formats, planned_format
 from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.loader import ModelSource, open_model_source
 from sglang.runtime.loader.weight_plan import WeightPlan, weight_plan
-from sglang.runtime.model_config import ModelConfig
-from sglang.runtime.models import model_class_for
+from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.models.registry import model_class_for
 from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)

@@ -19,12 +19,12 @@ import xgrammar as xgr
 import zmq
 import zmq.asyncio
 
-from sglang.runtime import ipc
-from sglang.runtime.control import ControlError, ControlMessage, ControlReply, ControlRequest
-from sglang.runtime.generate_input import GenerateInput, InvalidRequestError, SingleInput
-from sglang.runtime.io_struct import AbortRequest, GenerateRequest, ReadyInfo, TextBatch, TextUpdate
-from sglang.runtime.meta_info import MetaInfo
-from sglang.runtime.sampling_params import SamplingParams
+from sglang.runtime.processes import ipc
+from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest
+from sglang.runtime.processes.messages import AbortRequest, GenerateRequest, ReadyInfo, TextBatch, TextUpdate
+from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError, SingleInput
+from sglang.runtime.requests.meta_info import MetaInfo
+from sglang.runtime.requests.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from sglang.ops.selection import OpTable
 from sglang.platforms import platform_class, select_platform
-from sglang.runtime.model_loading import model_facts, open_source
+from sglang.runtime.loader.model_loading import model_facts, open_source
 from sglang.runtime.server_args import ServerArgs
 
 

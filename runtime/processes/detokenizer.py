@@ -18,11 +18,11 @@ from typing import Any
 
 import zmq
 
-from sglang.runtime import ipc
-from sglang.runtime.finish_reason import FinishReason
-from sglang.runtime.io_struct import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
-from sglang.runtime.process_setup import init_child_process
-from sglang.runtime.stop_regex import first_match, longest_reach
+from sglang.runtime.processes import ipc
+from sglang.runtime.processes.child_setup import init_child_process
+from sglang.runtime.processes.messages import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
+from sglang.runtime.requests.finish_reason import FinishReason
+from sglang.runtime.requests.stop_regex import first_match, longest_reach
 
 logger = logging.getLogger(__name__)
 

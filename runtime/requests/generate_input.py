@@ -17,9 +17,9 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any
 
-from sglang.runtime import upstream_fields
-from sglang.runtime.io_struct import LogprobRequest
-from sglang.runtime.sampling_params import SamplingParams, SamplingParamsError
+from sglang.runtime.processes.messages import LogprobRequest
+from sglang.runtime.requests import upstream_fields
+from sglang.runtime.requests.sampling_params import SamplingParams, SamplingParamsError
 
 
 class InvalidRequestError(ValueError):

@@ -21,14 +21,14 @@ from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 
-from sglang.runtime import ipc
-from sglang.runtime.detokenizer import run_detokenizer_process
 from sglang.runtime.distributed.follower import run_follower_process
 from sglang.runtime.distributed.placement import RankPlacement, node_placements
-from sglang.runtime.io_struct import ReadyInfo, ReadyReport, StartupFailure
+from sglang.runtime.processes import ipc
+from sglang.runtime.processes.detokenizer import run_detokenizer_process
+from sglang.runtime.processes.messages import ReadyInfo, ReadyReport, StartupFailure
+from sglang.runtime.processes.step_monitor import StepMonitor
 from sglang.runtime.scheduler.process import run_scheduler_process
 from sglang.runtime.server_args import ServerArgs
-from sglang.runtime.step_monitor import StepMonitor
 
 logger = logging.getLogger(__name__)
 

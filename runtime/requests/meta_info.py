@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from sglang.runtime.finish_reason import FinishReason
-from sglang.runtime.io_struct import LogprobDelta, LogprobRequest, RequestMeta
+from sglang.runtime.processes.messages import LogprobDelta, LogprobRequest, RequestMeta
+from sglang.runtime.requests.finish_reason import FinishReason
 
 _JSON_NAMES = {
     "input_token": "input_token_logprobs",

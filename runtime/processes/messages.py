@@ -2,7 +2,7 @@
 
 They travel pickled over ZeroMQ. Direction: tokenizer manager -> scheduler (requests, aborts,
 control), scheduler -> detokenizer (token ids), detokenizer -> tokenizer manager (text), and
-scheduler -> tokenizer manager (control replies, whose messages are in runtime/control.py), and
+scheduler -> tokenizer manager (control replies, whose messages are in runtime/processes/control.py), and
 over a pipe at start-up, each rank's process -> the parent (`ReadyReport` or `StartupFailure`).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sglang.runtime.finish_reason import FinishReason
-from sglang.runtime.sampling_params import SamplingParams
+from sglang.runtime.requests.finish_reason import FinishReason
+from sglang.runtime.requests.sampling_params import SamplingParams
 
 
 @dataclass(frozen=True)
