@@ -22,12 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from sglang.ci.suites.schedule_fuzz.checker import check_workload
+from sglang.ci.suites.schedule_fuzz.driver import RequestOutcome
 from sglang.ci.suites.schedule_fuzz.fuzz_model import build_fuzz_model
-from sglang.ci.suites.schedule_fuzz.oracle import ORACLE_ARGS, Oracle
+from sglang.ci.suites.schedule_fuzz.invariants import delivery_problems, kv_problems
+from sglang.ci.suites.schedule_fuzz.oracle import NEAR_TIE_LOGPROB, ORACLE_ARGS, Oracle, compare
 from sglang.ci.suites.schedule_fuzz.regressions import REGRESSIONS, Regression
 from sglang.ci.suites.schedule_fuzz.strategies import workloads
 from sglang.ci.suites.schedule_fuzz.targets import POOL_TOKENS, FuzzTarget, fuzz_targets, started
-from sglang.ci.suites.schedule_fuzz.workload import Workload
+from sglang.ci.suites.schedule_fuzz.workload import RequestSpec, Workload
 from sglang.runtime.engine import Engine
 
 
@@ -117,3 +119,41 @@ def test_regression_schedule(target_engine: tuple[FuzzTarget, Engine], oracle: O
             print(f"\n{target.id} {regression.name}: near tie {line}")
     if regression.retracts:
         assert info["retractions"] > retractions, f"{regression.name} retracted nothing: {info}"
+
+
+# The judges themselves, on made-up outputs: each rule must be able to fail.
+
+
+def _output(ids: list[int], finish: dict | None = None, top: list | None = None) -> dict:
+    return {"output_ids": ids, "meta_info": {"finish_reason": finish, "output_top_logprobs": top}}
+
+
+LENGTH = {"type": "length"}
+
+
+def test_compare_excuses_only_near_ties() -> None:
+    close = [[(-0.5, 7), (-0.5 - NEAR_TIE_LOGPROB / 2, 9)]] * 2
+    far = [[(-0.5, 7), (-2.0, 9)]] * 2
+    assert compare(_output([7, 7], LENGTH), _output([7, 7], LENGTH, far), complete=True).ok
+    tie = compare(_output([7, 9], LENGTH), _output([7, 7], LENGTH, close), complete=True)
+    assert tie.ok and tie.near_tie and "output token 1" in tie.detail
+    assert not compare(_output([7, 9], LENGTH), _output([7, 7], LENGTH, far), complete=True).ok
+    assert not compare(_output([7], LENGTH), _output([7, 7], LENGTH, far), complete=True).ok
+    assert compare(_output([7]), _output([7, 7], LENGTH, far), complete=False).ok, "a closed stream is a prefix"
+
+
+def test_delivery_rules_catch_double_and_missing_finishes() -> None:
+    spec = RequestSpec((20, 21), max_new_tokens=2, stream=True)
+    good = RequestOutcome(spec, [_output([5, 6], LENGTH)], [_output([5]), _output([5, 6], LENGTH)])
+    assert delivery_problems(good) == []
+    twice = RequestOutcome(spec, [_output([5, 6], LENGTH)], [_output([5], LENGTH), _output([5, 6], LENGTH)])
+    assert delivery_problems(twice)
+    plain = RequestOutcome(RequestSpec((20,), max_new_tokens=1, n=2), [_output([5], LENGTH)])
+    assert delivery_problems(plain) == ["1 outputs for n=2"]
+
+
+def test_kv_accounting_catches_lost_and_locked_slots() -> None:
+    whole = {"kv_tokens_free": 2000, "kv_tokens_cached": 48, "kv_tokens_total": 2048, "kv_tokens_evictable": 48}
+    assert kv_problems(whole) == []
+    assert kv_problems({**whole, "kv_tokens_free": 1999})
+    assert kv_problems({**whole, "kv_tokens_evictable": 40})

@@ -9,5 +9,6 @@ run with capture off and one request at a time.
 - `driver`: submits a workload's requests concurrently and records what came back;
 - `oracle`: the reference answers and the token-exact comparison, near ties excepted;
 - `invariants`: every request finishes exactly once and every KV slot comes back;
+- `checker`: one workload run on one target and judged by the oracle and the invariants;
 - `regressions`: fixed schedules every target runs (past crashes, shrunk fuzzer finds).
 """

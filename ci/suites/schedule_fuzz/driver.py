@@ -4,6 +4,7 @@ came back, without judging it (the oracle and the invariants do)."""
 from __future__ import annotations
 
 import asyncio
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,8 @@ async def run_request(engine: Engine, spec: RequestSpec) -> RequestOutcome:
             await stream.aclose()  # before the end, this aborts the request in the scheduler
         outcome.outputs = outcome.chunks[-1:]
     except Exception as exc:  # recorded, and reported as an escaped exception by the test
-        outcome.error = f"{type(exc).__name__}: {exc}"
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        outcome.error = f"{type(exc).__name__}: {exc} (raised at {frame.filename}:{frame.lineno})"
     return outcome
 
 

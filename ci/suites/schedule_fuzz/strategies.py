@@ -48,8 +48,8 @@ class WorkloadBudget:
             raise ValueError(f"{self} does not fit the fuzz model's {context}-token context")
 
 
-FULL = WorkloadBudget(max_requests=6, max_prompt_len=600, max_new_tokens=24, max_n=4)
-"""Compiled and host backends: six requests of up to 600 prompt tokens overflow a 2048-token pool
+FULL = WorkloadBudget(max_requests=8, max_prompt_len=600, max_new_tokens=48, max_n=4)
+"""Compiled and host backends: eight requests of up to 600 prompt tokens overflow a 2048-token pool
 (eviction, retraction) and a 128-token chunk (chunked prefill)."""
 INTERPRETED = WorkloadBudget(max_requests=3, max_prompt_len=40, max_new_tokens=6, max_n=2)
 """Triton's interpreter runs each kernel program in Python (seconds per step): small workloads."""

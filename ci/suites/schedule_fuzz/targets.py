@@ -4,7 +4,7 @@ Every backend this machine can run: the cpu platform's own kernels (its first de
 C++ one, read from the platform rather than named here) with decode capture on and off, the
 torch_native family alone, every op forced to its reference, the triton family in Triton's
 interpreter on cpu tensors, and the tpu platform on XLA:CPU. Families are replaced through
-`SGLANG_KERNEL_FAMILIES` (runtime/model_loading.py); environment variables are set before the
+`SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment variables are set before the
 engine spawns its processes, which inherit them (`TRITON_INTERPRET` must be set before triton is
 imported, `JAX_PLATFORMS` before jax is).
 """
@@ -23,7 +23,7 @@ import pytest
 from sglang.ci.suites.schedule_fuzz.strategies import FULL, INTERPRETED, WorkloadBudget
 from sglang.platforms.registry import platform_class
 from sglang.runtime.engine import Engine
-from sglang.runtime.model_loading import KERNEL_FAMILIES_ENV
+from sglang.runtime.loader.model_loading import KERNEL_FAMILIES_ENV
 
 POOL_TOKENS = 2048
 """KV pool of every fuzzed engine: the regression schedule's pool, and small enough that the
@@ -75,13 +75,13 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
     native = {KERNEL_FAMILIES_ENV: "torch_native"}
     interpreted = {KERNEL_FAMILIES_ENV: "triton", "TRITON_INTERPRET": "1"}
     return (
-        FuzzTarget(f"cpu-{cpp}-capture", "cpu", capture, FULL, 4, 40, cpp),
-        FuzzTarget(f"cpu-{cpp}-eager", "cpu", eager, FULL, 4, 40, cpp),
+        FuzzTarget(f"cpu-{cpp}-capture", "cpu", capture, FULL, 3, 40, cpp),
+        FuzzTarget(f"cpu-{cpp}-eager", "cpu", eager, FULL, 3, 40, cpp),
         FuzzTarget("cpu-torch_native", "cpu", eager, FULL, 3, 30, "torch_native", native),
-        FuzzTarget("cpu-reference", "cpu", {**capture, "reference_ops": True}, FULL, 3, 30, None),
+        FuzzTarget("cpu-reference", "cpu", {**capture, "reference_ops": True}, FULL, 2, 30, None),
         # Capture would trace interpreted kernels; this target checks the kernels, not capture.
         FuzzTarget("cpu-triton-interpreted", "cpu", eager, INTERPRETED, 2, 12, "triton", interpreted),
-        FuzzTarget("tpu-xla-cpu", "tpu", {}, FULL, 3, 20, "jax", {"JAX_PLATFORMS": "cpu"}),
+        FuzzTarget("tpu-xla-cpu", "tpu", {}, FULL, 2, 20, "jax", {"JAX_PLATFORMS": "cpu"}),
     )
 
 
