@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args.log_level)
     try:
         return args.run(args)
+    except KeyboardInterrupt:
+        # Ctrl-C before the server was up (loading the model): the children are gone already.
+        print("sglang: interrupted", file=sys.stderr)
+        return 130
     except (ValueError, RuntimeError, OSError) as e:
         # Bad flags, an unavailable device, a model that does not load: say why, no traceback.
         logging.getLogger("sglang").debug("start-up failed", exc_info=True)

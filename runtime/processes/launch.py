@@ -178,7 +178,16 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
     _start(scheduler)
     child_end.close()
     followers = start_followers(ctx, args, placements[1:])
-    info = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0].info
+    try:
+        info = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0].info
+    except BaseException:
+        # Ctrl-C (or any error here) while the model loads: a child busy in native code would
+        # not see a SIGTERM soon, and nothing else would reap it.
+        for process in (scheduler, *(process for process, _ in followers)):
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+        raise
     assert info is not None, "the scheduler's report carries its ReadyInfo"
     detokenizer = ctx.Process(
         target=run_detokenizer_process,

@@ -103,3 +103,15 @@ def test_scheduler_death_fails_pending_requests_and_exits(
     health = server.get("/health")
     assert health.status_code == 503 and "exits with status 1" in health.json()["error"]["message"]
     assert server.process.wait(EXIT_WITHIN_S) == 1
+
+
+def test_ctrl_c_while_loading_ends_every_process(server_factory: Callable[..., RunningServer]) -> None:
+    """SIGINT (Ctrl-C) before the server is up: the loading children are killed, nothing is left
+    running, and `sglang serve` says so in one line (no traceback), with status 130."""
+    server = server_factory("--max-total-tokens", POOL, wait=False)
+    children = wait_until(lambda: psutil.Process(server.process.pid).children(), timeout=60, what="a child")
+    server.process.send_signal(signal.SIGINT)
+    assert server.process.wait(30) == 130, server.log_tail()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, f"children left running: {alive}"
+    assert "Traceback" not in server.log_tail() and "interrupted" in server.log_tail()
