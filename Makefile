@@ -38,6 +38,7 @@ generate: $(SERVE_STAMP)
 
 test: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	# Static import resolution (pyright's) finds a file for every sglang.* import: editors can follow them.
 	$(PY) scripts/check_imports.py
 	# Matrix rows that run somewhere other than the device they are about, labelled so: the Triton

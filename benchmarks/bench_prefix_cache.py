@@ -18,10 +18,22 @@ from runtime_common import TOPICS, engine_threads, hf_tokenizer, report, timed
 from sglang.runtime.engine import Engine
 
 FACTS = [
-    ("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome"), ("Egypt", "Cairo"), ("Canada", "Ottawa"),
-    ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Norway", "Oslo"), ("India", "New Delhi"), ("Chile", "Santiago"),
-    ("Spain", "Madrid"), ("Greece", "Athens"), ("Cuba", "Havana"), ("Ireland", "Dublin"), ("Poland", "Warsaw"),
-]  # fmt: skip
+    ("France", "Paris"),
+    ("Japan", "Tokyo"),
+    ("Italy", "Rome"),
+    ("Egypt", "Cairo"),
+    ("Canada", "Ottawa"),
+    ("Kenya", "Nairobi"),
+    ("Peru", "Lima"),
+    ("Norway", "Oslo"),
+    ("India", "New Delhi"),
+    ("Chile", "Santiago"),
+    ("Spain", "Madrid"),
+    ("Greece", "Athens"),
+    ("Cuba", "Havana"),
+    ("Ireland", "Dublin"),
+    ("Poland", "Warsaw"),
+]
 
 
 def few_shot_prefix(tokenizer, target_tokens: int) -> str:

@@ -129,9 +129,12 @@ def main() -> None:
         extra = {"cpu_threads": int(os.environ.get("SGLANG_CPU_THREADS") or 1)} if args.device == "cpu" else {}
         print(f"starting a {args.device} server of ours ...", flush=True)
         runtime = sgl.Runtime(
-            device=args.device, max_total_tokens=args.max_total_tokens, log_level="warning", launch_timeout=600,
+            device=args.device,
+            max_total_tokens=args.max_total_tokens,
+            log_level="warning",
+            launch_timeout=600,
             **extra,
-        )  # fmt: skip
+        )
         backend = runtime.endpoint
     saved = global_config.enable_precache_with_tracing
     global_config.enable_precache_with_tracing = False  # the warm-up is explicit, in the warm run only

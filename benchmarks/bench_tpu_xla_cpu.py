@@ -63,20 +63,32 @@ def child(device: str, new_tokens: int) -> dict:
     prefill_1, tps_1 = run(1, new_tokens)
     prefill_8, tps_8 = run(8, new_tokens)
     executor = runner.step_runner
-    records = [] if executor is None else [
-        {"shape": str(r.shape), "trace_s": round(r.trace_s, 2), "compile_s": round(r.compile_s, 2)}
-        for r in executor.records
-    ]  # fmt: skip
-    return {"device": loaded.platform.describe(), "ready_s": round(ready, 2), "prefill_s": [round(prefill_1, 2),
-            round(prefill_8, 2)], "tokens_per_s": [round(tps_1, 2), round(tps_8, 2)], "compiles": records,
-            "total_s": round(time.perf_counter() - started, 1)}  # fmt: skip
+    records = (
+        []
+        if executor is None
+        else [
+            {"shape": str(r.shape), "trace_s": round(r.trace_s, 2), "compile_s": round(r.compile_s, 2)}
+            for r in executor.records
+        ]
+    )
+    return {
+        "device": loaded.platform.describe(),
+        "ready_s": round(ready, 2),
+        "prefill_s": [round(prefill_1, 2), round(prefill_8, 2)],
+        "tokens_per_s": [round(tps_1, 2), round(tps_8, 2)],
+        "compiles": records,
+        "total_s": round(time.perf_counter() - started, 1),
+    }
 
 
 def measure(device: str, new_tokens: int, env: dict[str, str]) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--child", device, "--new-tokens", str(new_tokens)],
-        capture_output=True, text=True, env=env, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -101,8 +113,10 @@ def main() -> None:
         compiles = r["compiles"]
         spent = sum(c["trace_s"] + c["compile_s"] for c in compiles)
         speed = "{:6.1f} / {:6.1f} tok/s".format(*r["tokens_per_s"])
-        print(f"{name:17} {r['device']:24} ready {r['ready_s']:6.1f} s  decode {speed}  "
-              f"{len(compiles)} compiles, {spent:.1f} s  total {r['total_s']} s")  # fmt: skip
+        print(
+            f"{name:17} {r['device']:24} ready {r['ready_s']:6.1f} s  decode {speed}  "
+            f"{len(compiles)} compiles, {spent:.1f} s  total {r['total_s']} s"
+        )
         for c in compiles:
             print(f"    {c['shape']}: trace {c['trace_s']} s, compile {c['compile_s']} s")
 

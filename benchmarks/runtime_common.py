@@ -17,12 +17,39 @@ from typing import Any
 import torch
 
 TOPICS = [
-    "the moon", "volcanoes", "bread baking", "honey bees", "the Roman empire", "chess", "rainbows",
-    "glaciers", "electric cars", "the printing press", "coral reefs", "jazz music", "penguins",
-    "the water cycle", "bicycles", "lighthouses", "tea ceremonies", "black holes", "origami",
-    "the Silk Road", "thunderstorms", "solar panels", "octopuses", "the Olympic games", "maple syrup",
-    "submarines", "deserts", "the violin", "earthquakes", "paper money", "wolves", "windmills",
-]  # fmt: skip
+    "the moon",
+    "volcanoes",
+    "bread baking",
+    "honey bees",
+    "the Roman empire",
+    "chess",
+    "rainbows",
+    "glaciers",
+    "electric cars",
+    "the printing press",
+    "coral reefs",
+    "jazz music",
+    "penguins",
+    "the water cycle",
+    "bicycles",
+    "lighthouses",
+    "tea ceremonies",
+    "black holes",
+    "origami",
+    "the Silk Road",
+    "thunderstorms",
+    "solar panels",
+    "octopuses",
+    "the Olympic games",
+    "maple syrup",
+    "submarines",
+    "deserts",
+    "the violin",
+    "earthquakes",
+    "paper money",
+    "wolves",
+    "windmills",
+]
 
 
 def engine_threads() -> int | None:

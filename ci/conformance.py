@@ -71,8 +71,12 @@ def run_label() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglang conformance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", required=True, help=f"platform to check (known: {', '.join(known_platforms())})")
-    parser.add_argument("--suite", action="append", choices=[s.name for s in SUITES],
-                        help="a suite to run (repeat for several); default: every suite")  # fmt: skip
+    parser.add_argument(
+        "--suite",
+        action="append",
+        choices=[s.name for s in SUITES],
+        help="a suite to run (repeat for several); default: every suite",
+    )
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
     parser.add_argument("--junit", type=Path, help="write the report as JUnit XML here")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per suite")
@@ -92,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = platform.select_ops(ModelFacts(dtype=platform.capabilities.default_dtype))
     report = ConformanceReport(identity(platform), capabilities(platform), table.as_dict(), label=run_label())
     for name in args.suite or [s.name for s in SUITES]:
-        report.suites.append(run_suite(args.device, SUITES_BY_NAME[name], extra=extra, timeout=args.timeout,
-                                       echo=not args.quiet))  # fmt: skip
+        report.suites.append(
+            run_suite(args.device, SUITES_BY_NAME[name], extra=extra, timeout=args.timeout, echo=not args.quiet)
+        )
     print(report.render())
     if args.json:
         report.write_json(args.json)

@@ -129,8 +129,13 @@ def availability_under(target: Target) -> tuple[bool, str]:
     """The device's availability as the target's environment sees it (a child process: a
     platform may read its environment once, at import)."""
     environment = {**os.environ, **dict(target.env)}
-    probe = subprocess.run([sys.executable, "-c", AVAILABILITY_PROBE, target.device], env=environment,
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    probe = subprocess.run(
+        [sys.executable, "-c", AVAILABILITY_PROBE, target.device],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if probe.returncode != 0:
         return False, f"availability check failed: {probe.stderr.strip().splitlines()[-1:]}"
     available, reason = json.loads(probe.stdout.strip().splitlines()[-1])

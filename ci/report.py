@@ -44,12 +44,14 @@ def read_junit(junit_xml: str) -> list[CaseResult]:
         children = {child.tag: child for child in case}
         outcome = next((tag for tag in ("failure", "error", "skipped") if tag in children), None)
         message = children[outcome].get("message", "") if outcome else ""
-        cases.append(CaseResult(
-            name=case.get("name", ""),
-            outcome={"failure": "failed", None: "passed"}.get(outcome, outcome),
-            seconds=float(case.get("time", 0.0)),
-            message=message.removeprefix("Skipped: ").splitlines()[0] if message else "",
-        ))  # fmt: skip
+        cases.append(
+            CaseResult(
+                name=case.get("name", ""),
+                outcome={"failure": "failed", None: "passed"}.get(outcome, outcome),
+                seconds=float(case.get("time", 0.0)),
+                message=message.removeprefix("Skipped: ").splitlines()[0] if message else "",
+            )
+        )
     return cases
 
 
@@ -120,8 +122,12 @@ class ConformanceReport:
     @staticmethod
     def _suite_dict(suite: SuiteResult) -> dict[str, Any]:
         summary = {k: v for k, v in asdict(suite).items() if k != "cases"}
-        return {**summary, "passed_on_device": suite.passed, "skip_reasons": dict(suite.skip_reasons()),
-                "cases": [asdict(c) for c in suite.cases]}  # fmt: skip
+        return {
+            **summary,
+            "passed_on_device": suite.passed,
+            "skip_reasons": dict(suite.skip_reasons()),
+            "cases": [asdict(c) for c in suite.cases],
+        }
 
     def write_json(self, path: Path) -> None:
         path.write_text(json.dumps(self.as_dict(), indent=2))
@@ -130,16 +136,22 @@ class ConformanceReport:
         """One testsuite per suite, the verdict and identity as properties, so CI systems show it."""
         root = ET.Element("testsuites", name=f"sglang conformance: {self.platform['name']}")
         for suite in self.suites:
-            node = ET.SubElement(root, "testsuite", name=suite.suite, tests=str(len(suite.cases)),
-                                 failures=str(len(suite.failures)), time=f"{suite.seconds:.3f}",
-                                 skipped=str(sum(c.outcome == "skipped" for c in suite.cases)))  # fmt: skip
+            node = ET.SubElement(
+                root,
+                "testsuite",
+                name=suite.suite,
+                tests=str(len(suite.cases)),
+                failures=str(len(suite.failures)),
+                time=f"{suite.seconds:.3f}",
+                skipped=str(sum(c.outcome == "skipped" for c in suite.cases)),
+            )
             properties = ET.SubElement(node, "properties")
-            for key, value in (("platform", self.platform["name"]), ("label", self.label),
-                               ("verdict", self.verdict())):  # fmt: skip
+            for key, value in (("platform", self.platform["name"]), ("label", self.label), ("verdict", self.verdict())):
                 ET.SubElement(properties, "property", name=key, value=value)
             for case in suite.cases:
-                element = ET.SubElement(node, "testcase", classname=suite.suite, name=case.name,
-                                        time=f"{case.seconds:.3f}")  # fmt: skip
+                element = ET.SubElement(
+                    node, "testcase", classname=suite.suite, name=case.name, time=f"{case.seconds:.3f}"
+                )
                 if case.failed:
                     ET.SubElement(element, "failure", message=case.message)
                 elif case.outcome == "skipped":
@@ -153,8 +165,10 @@ class ConformanceReport:
             lines.append(f"ran on: {self.label}")
         for suite in self.suites:
             skipped = sum(c.outcome == "skipped" for c in suite.cases)
-            lines.append(f"  {suite.suite}: {suite.passed} passed on {suite.device}, {len(suite.failures)} failed, "
-                         f"{skipped} skipped, {suite.seconds:.1f} s" + (f" ({suite.problem})" if suite.problem else ""))
+            lines.append(
+                f"  {suite.suite}: {suite.passed} passed on {suite.device}, {len(suite.failures)} failed, "
+                f"{skipped} skipped, {suite.seconds:.1f} s" + (f" ({suite.problem})" if suite.problem else "")
+            )
             lines += [f"    FAILED {case.name}: {case.message}" for case in suite.failures]
             lines += [f"    skipped x{n}: {reason}" for reason, n in suite.skip_reasons().most_common()]
         lines.append(f"verdict: {self.verdict()}")

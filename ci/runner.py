@@ -31,15 +31,31 @@ class Suite:
 
 
 SUITES: tuple[Suite, ...] = (
-    Suite("static", ("sglang.ci.suites.test_declarations",), False,
-          "declarations only: identity, capabilities, availability, kernel families (no device used)"),
-    Suite("op_parity", ("sglang.ci.suites.test_op_parity", "sglang.ci.suites.test_device_runtime"), True,
-          "every eligible kernel candidate of every op vs the reference; the device runtime"),
-    Suite("model_parity", ("sglang.ci.suites.test_model_parity",), True,
-          "logits vs transformers on small random-weight models of every architecture"),
-    Suite("e2e", ("sglang.ci.suites.e2e",), True,
-          "native API, OpenAI API and frontend programs against a server on the device"),
-)  # fmt: skip
+    Suite(
+        "static",
+        ("sglang.ci.suites.test_declarations",),
+        False,
+        "declarations only: identity, capabilities, availability, kernel families (no device used)",
+    ),
+    Suite(
+        "op_parity",
+        ("sglang.ci.suites.test_op_parity", "sglang.ci.suites.test_device_runtime"),
+        True,
+        "every eligible kernel candidate of every op vs the reference; the device runtime",
+    ),
+    Suite(
+        "model_parity",
+        ("sglang.ci.suites.test_model_parity",),
+        True,
+        "logits vs transformers on small random-weight models of every architecture",
+    ),
+    Suite(
+        "e2e",
+        ("sglang.ci.suites.e2e",),
+        True,
+        "native API, OpenAI API and frontend programs against a server on the device",
+    ),
+)
 
 SUITES_BY_NAME = {s.name: s for s in SUITES}
 
@@ -65,17 +81,30 @@ def run_suite(
         environment = {**os.environ, DEVICE_ENV: device, **(env or {})}
         output = None if echo else subprocess.PIPE
         try:
-            proc = subprocess.run(pytest_command(suite, junit, extra), env=environment, timeout=timeout,
-                                  stdout=sys.stderr if echo else output, stderr=sys.stderr if echo else output,
-                                  text=True, cwd=tmp)  # fmt: skip
+            proc = subprocess.run(
+                pytest_command(suite, junit, extra),
+                env=environment,
+                timeout=timeout,
+                stdout=sys.stderr if echo else output,
+                stderr=sys.stderr if echo else output,
+                text=True,
+                cwd=tmp,
+            )
         except subprocess.TimeoutExpired:
-            return SuiteResult(suite.name, device, (), time.perf_counter() - started, -1,
-                               problem=f"timed out after {timeout:.0f} s")  # fmt: skip
+            return SuiteResult(
+                suite.name, device, (), time.perf_counter() - started, -1, problem=f"timed out after {timeout:.0f} s"
+            )
         seconds = time.perf_counter() - started
         if not os.path.exists(junit):
             tail = ((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-1:] or [""]
-            return SuiteResult(suite.name, device, (), seconds, proc.returncode,
-                               problem=f"pytest exited {proc.returncode} without a report: {tail[0]}")  # fmt: skip
+            return SuiteResult(
+                suite.name,
+                device,
+                (),
+                seconds,
+                proc.returncode,
+                problem=f"pytest exited {proc.returncode} without a report: {tail[0]}",
+            )
         cases = tuple(read_junit(Path(junit).read_text()))
     problem = ""
     if proc.returncode not in (0, 1, PYTEST_NO_TESTS):

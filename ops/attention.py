@@ -68,9 +68,7 @@ class AttentionInputs:
     def new_slots(self) -> torch.Tensor:
         """The slots the step's new tokens are written to, in packed order."""
         starts = self.kv_starts
-        parts = [
-            self.kv_slots[starts[i + 1] - e : starts[i + 1]] for i, e in enumerate(self.extend_lens) if e
-        ]
+        parts = [self.kv_slots[starts[i + 1] - e : starts[i + 1]] for i, e in enumerate(self.extend_lens) if e]
         return torch.cat(parts) if parts else self.kv_slots[:0]
 
 
@@ -135,8 +133,9 @@ class AttentionBackend(ABC):
     a sequence's token `i` sits at offset `i % page_size` (the allocator's invariant), so page views
     can be derived from `kv_slots`; 1 (each slot its own page) is always valid."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
-                 device: torch.device) -> None:
+    def __init__(
+        self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device
+    ) -> None:
         if num_heads % num_kv_heads:
             raise ValueError(f"{num_heads} query heads are not a multiple of {num_kv_heads} KV heads")
         self.num_heads = num_heads
@@ -187,9 +186,7 @@ class AttentionBackend(ABC):
         """`q` `[T, Hq, D]`, `k`/`v` `[T, Hk, D]` -> (`[T, Hq, D]`, the KV buffer it wrote)."""
 
 
-def visible_mask(
-    q_positions: torch.Tensor, kv_len: int, sliding_window: int | None
-) -> torch.Tensor:
+def visible_mask(q_positions: torch.Tensor, kv_len: int, sliding_window: int | None) -> torch.Tensor:
     """`[n, kv_len]` bool: a query at position p sees keys at positions `p - window < j <= p`."""
     kv_positions = torch.arange(kv_len, device=q_positions.device)
     mask = kv_positions[None, :] <= q_positions[:, None]

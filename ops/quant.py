@@ -108,8 +108,13 @@ def cat_rows(parts: list[QuantizedWeight]) -> QuantizedWeight:
     if len(formats) != 1:
         raise ValueError(f"cannot stack weights of different formats: {sorted(f.name for f in formats)}")
     offsets = None if parts[0].offsets is None else torch.cat([p.offsets for p in parts])
-    return QuantizedWeight(parts[0].format, torch.cat([p.qdata for p in parts]),
-                           torch.cat([p.scales for p in parts]), offsets, parts[0].dtype)  # fmt: skip
+    return QuantizedWeight(
+        parts[0].format,
+        torch.cat([p.qdata for p in parts]),
+        torch.cat([p.scales for p in parts]),
+        offsets,
+        parts[0].dtype,
+    )
 
 
 def quantize(weight: torch.Tensor, fmt: WeightFormat, dtype: torch.dtype = torch.float32) -> QuantizedWeight:

@@ -86,9 +86,9 @@ class RotaryTable:
             inv_freq = _llama3_inv_freq(inv_freq, scaling, original_max)
         if scaling.kind == "dynamic":
             seq_len = torch.clamp(positions + 1, min=original_max)
-            scaled_base = base * (
-                (scaling.factor * seq_len / original_max) - (scaling.factor - 1)
-            ) ** (rotary_dim / (rotary_dim - 2))
+            scaled_base = base * ((scaling.factor * seq_len / original_max) - (scaling.factor - 1)) ** (
+                rotary_dim / (rotary_dim - 2)
+            )
             exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
             freqs = positions[:, None] / scaled_base[:, None] ** exponents[None, :]
         else:

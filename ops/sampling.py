@@ -58,8 +58,7 @@ def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Te
     return logits.masked_fill_(~allowed, float("-inf"))
 
 
-def filter_probs(probs: torch.Tensor, top_ks: torch.Tensor, top_ps: torch.Tensor,
-                 min_ps: torch.Tensor) -> torch.Tensor:
+def filter_probs(probs: torch.Tensor, top_ks: torch.Tensor, top_ps: torch.Tensor, min_ps: torch.Tensor) -> torch.Tensor:
     """Zeroes probabilities outside top-k, outside the top-p nucleus, or below `min_p * max`.
     The most likely token always survives. Not renormalized (draws do not need it)."""
     sorted_probs, order = probs.sort(dim=-1, descending=True)
@@ -71,8 +70,9 @@ def filter_probs(probs: torch.Tensor, top_ks: torch.Tensor, top_ps: torch.Tensor
     return probs.scatter(1, order, sorted_probs.masked_fill(drop, 0.0))
 
 
-def _exponential_noise(shape: torch.Size, generators: list[torch.Generator | None],
-                       device: torch.device) -> torch.Tensor:
+def _exponential_noise(
+    shape: torch.Size, generators: list[torch.Generator | None], device: torch.device
+) -> torch.Tensor:
     noise = torch.empty(shape, device=device).exponential_()
     for row, gen in enumerate(generators):
         if gen is not None:

@@ -172,8 +172,9 @@ def choose(
     `override` names the family that must serve the op; `force_reference` binds the reference.
     """
     order = {family: rank for rank, family in enumerate(families)}
-    ranked = sorted((c for c in candidates if c.op == op and c.family in order),
-                    key=lambda c: (order[c.family], -c.priority))  # fmt: skip
+    ranked = sorted(
+        (c for c in candidates if c.op == op and c.family in order), key=lambda c: (order[c.family], -c.priority)
+    )
     ranked.append(reference_candidate(op))
     reasons = {c: ineligibility(c, ctx) for c in ranked}
     if force_reference:
@@ -192,9 +193,7 @@ def choose(
     else:
         chosen = next(c for c in ranked if reasons[c] is None)
         lost = f"{chosen.family} preferred"
-    rejected = tuple(
-        Rejected(c, reasons[c] or lost, eligible=reasons[c] is None) for c in ranked if c is not chosen
-    )
+    rejected = tuple(Rejected(c, reasons[c] or lost, eligible=reasons[c] is None) for c in ranked if c is not chosen)
     return OpChoice(op=op, chosen=chosen, rejected=rejected)
 
 
@@ -260,9 +259,8 @@ def select(
     overrides = dict(overrides or {})
     unknown = set(overrides) - set(REFERENCE_OPS)
     if unknown:
-        raise SelectionError(f"unknown op(s) in override: {', '.join(sorted(unknown))} "
-                             f"(ops: {', '.join(REFERENCE_OPS)})")  # fmt: skip
-    choices = tuple(
-        choose(op, candidates, families, ctx, overrides.get(op), force_reference) for op in REFERENCE_OPS
-    )
+        raise SelectionError(
+            f"unknown op(s) in override: {', '.join(sorted(unknown))} (ops: {', '.join(REFERENCE_OPS)})"
+        )
+    choices = tuple(choose(op, candidates, families, ctx, overrides.get(op), force_reference) for op in REFERENCE_OPS)
     return OpTable(owner=owner, choices=choices, forced_reference=force_reference, header=header)

@@ -243,8 +243,13 @@ class Platform(ABC):
         """Joins the process group on this platform's backend and returns its communicator."""
         import torch.distributed as dist
 
-        dist.init_process_group(self.distributed_backend, init_method=init_method, rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=timeout_s))  # fmt: skip
+        dist.init_process_group(
+            self.distributed_backend,
+            init_method=init_method,
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
         return self.communicator()
 
     def communicator(self) -> Communicator:

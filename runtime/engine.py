@@ -82,11 +82,18 @@ class Engine:
         """One output dict (`text`, `output_ids`, `meta_info`), a list for a batch or n > 1,
         or, with `stream=True`, an iterator of cumulative outputs."""
         obj = self._input(
-            prompt, sampling_params, input_ids, stream, return_logprob=return_logprob,
-            logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num,
-            token_ids_logprob=token_ids_logprob, return_text_in_logprobs=return_text_in_logprobs,
-            rid=rid, priority=priority,
-        )  # fmt: skip
+            prompt,
+            sampling_params,
+            input_ids,
+            stream,
+            return_logprob=return_logprob,
+            logprob_start_len=logprob_start_len,
+            top_logprobs_num=top_logprobs_num,
+            token_ids_logprob=token_ids_logprob,
+            return_text_in_logprobs=return_text_in_logprobs,
+            rid=rid,
+            priority=priority,
+        )
         if stream:
             return self._stream(obj)
         return self._call(self._collect(obj))

@@ -21,10 +21,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_DIRS = ("frontend", "runtime", "ops", "sglang")
 VENDOR_MODULES = (
-    "torch.cuda", "torch.xpu", "torch.npu", "torch.mps", "torch.backends.cuda", "torch.backends.cudnn",
-    "torch_npu", "torch_xla", "flashinfer", "triton", "aiter", "intel_extension_for_pytorch",
-    "jax", "jaxlib", "torchax", "sgl_kernel", "vllm",
-)  # fmt: skip
+    "torch.cuda",
+    "torch.xpu",
+    "torch.npu",
+    "torch.mps",
+    "torch.backends.cuda",
+    "torch.backends.cudnn",
+    "torch_npu",
+    "torch_xla",
+    "flashinfer",
+    "triton",
+    "aiter",
+    "intel_extension_for_pytorch",
+    "jax",
+    "jaxlib",
+    "torchax",
+    "sgl_kernel",
+    "vllm",
+)
 VENDOR_ATTRIBUTES = ("torch.version.cuda", "torch.version.hip")
 DEVICE_NAMES = frozenset({"cuda", "rocm", "xpu", "npu", "tpu", "hip"})
 DEVICE_FLAGS = frozenset({"is_cuda", "is_xpu", "is_npu", "is_hip", "is_rocm", "is_tpu", "is_mps"})
@@ -156,6 +170,7 @@ BAD = {
     "match": "match platform:\n    case 'tpu':\n        pass",
     "table": "BLOCK = {'cuda': 128, 'cpu': 32}[device]",
 }
+
 
 def test_kernel_families_never_name_a_device() -> None:
     files = sorted((ROOT / "platforms" / "kernels").rglob("*.py"))

@@ -254,8 +254,9 @@ class Target:
 
     def bind_for(self, config: ModelConfig, dtype: torch.dtype) -> OpTable:
         """Selects and binds the platform's kernels for this model, as the server does."""
-        facts = ModelFacts(dtype=dtype, head_dim=config.head_dim, num_heads=config.num_heads,
-                           num_kv_heads=config.num_kv_heads)  # fmt: skip
+        facts = ModelFacts(
+            dtype=dtype, head_dim=config.head_dim, num_heads=config.num_heads, num_kv_heads=config.num_kv_heads
+        )
         self.table = self.platform.bind_ops(facts, force_reference=self.spec.force_reference)
         return self.table
 

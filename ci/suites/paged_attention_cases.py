@@ -41,8 +41,12 @@ LAYERS: dict[str, tuple[int, int, int, int | None, float | None]] = {
 PAGE_SIZES = (1, 16)
 
 CASES: tuple[tuple[str, str, int], ...] = (
-    *((s, layer, p) for s in ("prefill_ragged", "cached_prefix", "decode", "mixed")
-      for layer in ("mha", "gqa", "gqa_window", "softcap") for p in PAGE_SIZES),
+    *(
+        (s, layer, p)
+        for s in ("prefill_ragged", "cached_prefix", "decode", "mixed")
+        for layer in ("mha", "gqa", "gqa_window", "softcap")
+        for p in PAGE_SIZES
+    ),
     *(("long", layer, p) for layer in ("gqa", "gqa8_window") for p in PAGE_SIZES),
     *((s, "gqa8_window", p) for s in ("decode", "mixed") for p in PAGE_SIZES),
     *((s, "gqa_d64", 16) for s in ("cached_prefix", "decode", "mixed")),

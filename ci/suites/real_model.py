@@ -22,8 +22,9 @@ MAX_NEW_TOKENS = 16
 
 
 def chat_ids(tokenizer, question: str) -> list[int]:
-    text = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
-                                         add_generation_prompt=True)  # fmt: skip
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+    )
     return tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -48,5 +49,3 @@ def greedy_ours(loaded: LoadedModel, prompt: list[int], eos: int) -> list[int]:
         if token == eos:
             break
     return new
-
-

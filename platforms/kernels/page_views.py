@@ -54,8 +54,9 @@ def csr_pages(inputs: AttentionInputs, page_size: int, rows: list[int] | None = 
     )
 
 
-def block_table(inputs: AttentionInputs, page_size: int, width: int | None = None,
-                rows: list[int] | None = None) -> torch.Tensor:  # fmt: skip
+def block_table(
+    inputs: AttentionInputs, page_size: int, width: int | None = None, rows: list[int] | None = None
+) -> torch.Tensor:
     """`[len(rows), width]` int32: row `r`'s blocks, then block 0 as padding (masked by the
     sequence lengths the kernel also gets). `width` defaults to the longest row's block count."""
     chosen = _rows(inputs, rows)

@@ -108,8 +108,9 @@ class JitStepRunner:
         self.compiled: dict[StepShape, object] = {}
         self.failed: dict[StepShape, str] = {}
         self.records: list[CompileRecord] = []
-        logger.info("%s: %d weight arrays on %s; compilation cache %s", label, len(self.weights), self.device,
-                    self.cache_dir)  # fmt: skip
+        logger.info(
+            "%s: %d weight arrays on %s; compilation cache %s", label, len(self.weights), self.device, self.cache_dir
+        )
 
     def _to_jax(self, tensor: torch.Tensor):
         import jax
@@ -160,8 +161,14 @@ class JitStepRunner:
         compiled = lowered.compile()
         record = CompileRecord(shape, traced - started, time.perf_counter() - traced)
         self.records.append(record)
-        logger.info("%s: compiled step %s (trace %.2f s, compile %.2f s; %d shapes)", self.label, shape,
-                    record.trace_s, record.compile_s, len(self.records))  # fmt: skip
+        logger.info(
+            "%s: compiled step %s (trace %.2f s, compile %.2f s; %d shapes)",
+            self.label,
+            shape,
+            record.trace_s,
+            record.compile_s,
+            len(self.records),
+        )
         return compiled
 
     def run(self, step: StepInputs, kv_buffers: list[torch.Tensor]) -> StepOutput:

@@ -86,8 +86,11 @@ def convert_quantized(gguf_path: Path, out_dir: Path) -> None:
         tensors[f"{hf}.qdata"], tensors[f"{hf}.scales"] = weight.qdata.contiguous(), weight.scales.contiguous()
         if weight.offsets is not None:
             tensors[f"{hf}.offsets"] = weight.offsets.contiguous()
-    save_file(tensors, str(out_dir / FILE), metadata={"formats": json.dumps(formats),
-                                                       "dequantized": json.dumps(dict(dequantized))})  # fmt: skip
+    save_file(
+        tensors,
+        str(out_dir / FILE),
+        metadata={"formats": json.dumps(formats), "dequantized": json.dumps(dict(dequantized))},
+    )
 
 
 def quantized_tensors(gguf_path: Path, root: Path | None = None) -> dict[str, QuantizedWeight]:
@@ -103,8 +106,9 @@ def quantized_tensors(gguf_path: Path, root: Path | None = None) -> dict[str, Qu
         meta, keys = f.metadata(), set(f.keys())
         for name, fmt in json.loads(meta["formats"]).items():
             offsets = f.get_tensor(f"{name}.offsets") if f"{name}.offsets" in keys else None
-            weights[name] = QuantizedWeight(WeightFormat.parse(fmt), f.get_tensor(f"{name}.qdata"),
-                                            f.get_tensor(f"{name}.scales"), offsets)  # fmt: skip
+            weights[name] = QuantizedWeight(
+                WeightFormat.parse(fmt), f.get_tensor(f"{name}.qdata"), f.get_tensor(f"{name}.scales"), offsets
+            )
     dequantized = json.loads(meta["dequantized"])
     if dequantized:
         shown = ", ".join(f"{kind} ({n} tensors)" for kind, n in sorted(dequantized.items()))

@@ -96,9 +96,10 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
     source, config = open_source(args, platform)
     plan = weight_plan(source, args.dtype, args.quantization)
     op_table = platform.bind_ops(
-        model_facts(args, source, config, plan), args.op_overrides(),
+        model_facts(args, source, config, plan),
+        args.op_overrides(),
         force_reference=True if args.reference_ops else None,
-    )  # fmt: skip
+    )
     model = model_class_for(config)(config, source.dtype)
     weights = tqdm(
         source.weights(read=model.checkpoint_read),

@@ -26,11 +26,22 @@ from .errors import CorruptCheckpointError
 # The safetensors library refuses larger headers; a bigger length means the first 8 bytes are not a header.
 _MAX_HEADER_BYTES = 100 * 1024 * 1024
 _ITEMSIZE = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
-    "U16": 2, "I16": 2, "F16": 2, "BF16": 2,
-    "U32": 4, "I32": 4, "F32": 4,
-    "U64": 8, "I64": 8, "F64": 8,
-}  # fmt: skip
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "U16": 2,
+    "I16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "U32": 4,
+    "I32": 4,
+    "F32": 4,
+    "U64": 8,
+    "I64": 8,
+    "F64": 8,
+}
 _TORCH_NAME = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
 
 

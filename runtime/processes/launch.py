@@ -113,8 +113,9 @@ def start_followers(
     started = []
     for placement in placements:
         parent_end, child_end = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=run_follower_process, args=(args, placement, child_end),
-                              name=f"sglang-{placement.name}", daemon=True)  # fmt: skip
+        process = ctx.Process(
+            target=run_follower_process, args=(args, placement, child_end), name=f"sglang-{placement.name}", daemon=True
+        )
         _start(process)
         child_end.close()
         started.append((process, parent_end))

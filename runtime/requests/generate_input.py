@@ -93,8 +93,14 @@ class GenerateInput:
             isinstance(rid, str) or (isinstance(rid, list) and all(isinstance(r, str) for r in rid))
         ):
             raise InvalidRequestError("rid must be a string or a list of strings", "rid")
-        for name in ("stream", "return_text_in_logprobs", "log_metrics", "return_entropy", "return_prompt_token_ids",
-                     "no_logs"):  # fmt: skip
+        for name in (
+            "stream",
+            "return_text_in_logprobs",
+            "log_metrics",
+            "return_entropy",
+            "return_prompt_token_ids",
+            "no_logs",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidRequestError(f"{name} must be a boolean", name)
         for name in ("model", "session_id", "routing_key", "conversation_id"):

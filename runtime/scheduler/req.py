@@ -44,6 +44,7 @@ class LogprobLog:
             self.sent[name] = len(entries)
         return LogprobDelta(**new)
 
+
 INTERNAL_ERROR_STATUS = 500
 
 

@@ -35,10 +35,12 @@ class ServerMetrics:
             return ours, theirs
 
         self.requests = Counter("sglang_requests", "Finished requests, by finish reason.", ["reason"], registry=r)
-        self.upstream_requests = Counter("sglang:num_requests", "Finished requests.", names,
-                                         registry=r).labels(**self.labels)  # fmt: skip
-        self.aborted = Counter("sglang:num_aborted_requests", "Aborted requests (client abort or disconnect).",
-                               names, registry=r).labels(**self.labels)  # fmt: skip
+        self.upstream_requests = Counter("sglang:num_requests", "Finished requests.", names, registry=r).labels(
+            **self.labels
+        )
+        self.aborted = Counter(
+            "sglang:num_aborted_requests", "Aborted requests (client abort or disconnect).", names, registry=r
+        ).labels(**self.labels)
         self.prompt_tokens = both(Counter, "prompt_tokens", "prompt_tokens", "Prompt tokens of finished requests.")
         self.generation_tokens = both(Counter, "generation_tokens", "generation_tokens", "Generated tokens.")
         self.cached_tokens = both(Counter, "cached_prompt_tokens", "cached_tokens", "Prompt tokens from the cache.")
@@ -48,10 +50,12 @@ class ServerMetrics:
         self.running = both(Gauge, "num_running_requests", "num_running_reqs", "Requests being decoded.")
         self.queued = both(Gauge, "num_queued_requests", "num_queue_reqs", "Requests waiting for admission.")
         self.kv_usage = Gauge("sglang_kv_cache_usage", "Share of KV cache slots in use (cache included).", registry=r)
-        self.token_usage = Gauge("sglang:token_usage", "Share of KV slots held by requests (cache not counted).",
-                                 names, registry=r).labels(**self.labels)  # fmt: skip
-        self.used_tokens = Gauge("sglang:num_used_tokens", "KV slots held by requests.", names,
-                                 registry=r).labels(**self.labels)  # fmt: skip
+        self.token_usage = Gauge(
+            "sglang:token_usage", "Share of KV slots held by requests (cache not counted).", names, registry=r
+        ).labels(**self.labels)
+        self.used_tokens = Gauge("sglang:num_used_tokens", "KV slots held by requests.", names, registry=r).labels(
+            **self.labels
+        )
         self.hit_rate = both(Gauge, "cache_hit_rate", "cache_hit_rate", "Share of prompt tokens from the cache.")
         step_docs = {
             "static_steps": "Model steps replayed from a captured bucket or run as a jitted function.",

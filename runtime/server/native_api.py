@@ -172,8 +172,11 @@ async def concate_and_append_request(request: Request) -> dict[str, Any]:
         raise ApiError(400, "src_rids must be a list of strings", "src_rids")
     if not isinstance(dst_rid, str):
         raise ApiError(400, "dst_rid must be a string", "dst_rid")
-    return {"concatenated": False, "reason": "request ids of upstream's fork streams are unknown to the server; "
-            "the destination's next request reuses the cached prefix"}  # fmt: skip
+    return {
+        "concatenated": False,
+        "reason": "request ids of upstream's fork streams are unknown to the server; "
+        "the destination's next request reuses the cached prefix",
+    }
 
 
 @router.post("/abort_request")

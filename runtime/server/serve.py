@@ -71,9 +71,14 @@ async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
     loop = asyncio.get_running_loop()
     state = ServerState(args=args, info=children.info, tokenizer=tokenizer, manager=manager)
     config = uvicorn.Config(
-        create_app(state), host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-        timeout_graceful_shutdown=5, lifespan="off",
-    )  # fmt: skip
+        create_app(state),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        lifespan="off",
+    )
     server = DrainingServer(config, state)
 
     def on_dead(reason: str) -> None:
@@ -101,9 +106,13 @@ async def _announce_when_ready(server: uvicorn.Server, args: ServerArgs, childre
         await asyncio.sleep(0.05)
     info = children.info
     logger.info(
-        "ready: http://%s:%d  device=%s dtype=%s model=%s", args.host, args.port, info.device, info.dtype,
+        "ready: http://%s:%d  device=%s dtype=%s model=%s",
+        args.host,
+        args.port,
+        info.device,
+        info.dtype,
         info.model_path,
-    )  # fmt: skip
+    )
 
 
 def serve(args: ServerArgs) -> int:

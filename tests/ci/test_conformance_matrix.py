@@ -84,8 +84,12 @@ def test_the_interpreter_target_is_labelled_and_runs_only_its_suites() -> None:
     assert interpreter.device == "cpu" and ("TRITON_INTERPRET", "1") in interpreter.env
     assert "interpreter" in interpreter.label and "not a GPU" in interpreter.label
     seen = []
-    results = matrix.run_matrix([interpreter], matrix.SUITES, {interpreter.name: (True, "")},
-                                lambda t, s: seen.append(s.name) or matrix.Outcome("pass", "1 passed"))  # fmt: skip
+    results = matrix.run_matrix(
+        [interpreter],
+        matrix.SUITES,
+        {interpreter.name: (True, "")},
+        lambda t, s: seen.append(s.name) or matrix.Outcome("pass", "1 passed"),
+    )
     assert seen == ["op_parity", "model_parity"]
     assert results["triton-interpreter", "e2e"].status == "n/a"
     table = matrix.render([interpreter], matrix.SUITES, results)

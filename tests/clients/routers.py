@@ -18,16 +18,33 @@ HEALTH_CHECK_INTERVAL_S = 1
 """The routers' default is 60 s; a dead worker must leave rotation within a test's patience."""
 
 
-def start_router(services: ServerGroup, venv: Venv, name: str, worker_urls: list[str], policy: str,
-                 *extra: str) -> RunningServer:  # fmt: skip
+def start_router(
+    services: ServerGroup, venv: Venv, name: str, worker_urls: list[str], policy: str, *extra: str
+) -> RunningServer:
     port = free_port()
     command = [
-        str(venv.script("smg")), "launch", "--host", HOST, "--port", str(port),
-        "--prometheus-host", HOST, "--prometheus-port", str(free_port()),
-        "--worker-urls", *worker_urls, "--policy", policy,
-        "--health-check-interval-secs", str(HEALTH_CHECK_INTERVAL_S), "--health-failure-threshold", "1",
-        "--log-level", "warn", *extra,
-    ]  # fmt: skip
+        str(venv.script("smg")),
+        "launch",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--prometheus-host",
+        HOST,
+        "--prometheus-port",
+        str(free_port()),
+        "--worker-urls",
+        *worker_urls,
+        "--policy",
+        policy,
+        "--health-check-interval-secs",
+        str(HEALTH_CHECK_INTERVAL_S),
+        "--health-failure-threshold",
+        "1",
+        "--log-level",
+        "warn",
+        *extra,
+    ]
     # RUST_LOG would override --log-level; the router's own flag decides. No model of its own:
     # the caller waits for its workers (`wait_for_workers`).
     spec = LaunchSpec(tuple(command), port, name=name, env={"RUST_LOG": ""}, model_path=None, cwd=services.log_dir)

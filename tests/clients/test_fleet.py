@@ -80,8 +80,10 @@ def model_id(router: RunningServer) -> str:
 
 
 def generate(client: httpx.Client, text: str, max_new_tokens: int = MAX_TOKENS, **extra: Any) -> dict[str, Any]:
-    response = client.post("/generate", json={"text": text, "sampling_params": {
-        "max_new_tokens": max_new_tokens, "temperature": 0, **extra}})  # fmt: skip
+    response = client.post(
+        "/generate",
+        json={"text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0, **extra}},
+    )
     assert response.status_code == 200, response.text
     body = response.json()
     assert isinstance(body["text"], str) and body["meta_info"]["completion_tokens"] >= 1, body
@@ -114,8 +116,13 @@ def completion(client: httpx.Client, model: str, prompt: str, stream: bool = Fal
 
 
 def chat(client: httpx.Client, model: str, content: str, stream: bool = False) -> None:
-    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": MAX_TOKENS,
-            "temperature": 0, "stream": stream}  # fmt: skip
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "stream": stream,
+    }
     if not stream:
         response = client.post("/v1/chat/completions", json=body)
         assert response.status_code == 200, response.text
@@ -150,8 +157,9 @@ def every_kind(router: RunningServer) -> int:
 # ---- sglang-router: the same basic routing ----------------------------------------------------
 
 
-def test_sglang_router_routes_every_kind(services: ServerGroup, router_venv: Venv, fleet: Fleet,
-                                         figures: dict[str, str]) -> None:  # fmt: skip
+def test_sglang_router_routes_every_kind(
+    services: ServerGroup, router_venv: Venv, fleet: Fleet, figures: dict[str, str]
+) -> None:
     router = routers.start_router(services, router_venv, "sglang-router", [fleet.a.url, fleet.b.url], "round_robin")
     try:
         router.wait_ready(timeout=60)
@@ -232,8 +240,10 @@ def _send_generate(url: str, index: int, outcomes: Outcomes) -> None:
     # The burst alternates the two long prefixes, which the cache-aware policy usually keeps on
     # different workers, so that both workers usually hold part of the burst.
     prefix = LONG_PREFIXES[index % len(LONG_PREFIXES)]
-    body = {"text": f"{prefix}Now write a long story about a lighthouse keeper named Sam {index}.",
-            "sampling_params": {"max_new_tokens": BURST_TOKENS, "temperature": 0, "ignore_eos": True}}  # fmt: skip
+    body = {
+        "text": f"{prefix}Now write a long story about a lighthouse keeper named Sam {index}.",
+        "sampling_params": {"max_new_tokens": BURST_TOKENS, "temperature": 0, "ignore_eos": True},
+    }
     try:
         response = httpx.post(url + "/generate", json=body, timeout=REQUEST_TIMEOUT_S)
         ok = response.status_code == 200 and response.json()["meta_info"]["completion_tokens"] == BURST_TOKENS

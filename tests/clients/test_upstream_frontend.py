@@ -96,15 +96,29 @@ def server(services: ServerGroup) -> RunningServer:
 
 
 @pytest.fixture(scope="module")
-def upstream_run(server: RunningServer, upstream_venv: Venv, tmp_path_factory: pytest.TempPathFactory,
-                 figures: dict[str, str]) -> UpstreamRun:  # fmt: skip
+def upstream_run(
+    server: RunningServer, upstream_venv: Venv, tmp_path_factory: pytest.TempPathFactory, figures: dict[str, str]
+) -> UpstreamRun:
     """Runs every runnable program in one upstream subprocess (the server loaded while the venv
     was being found or built); the server is stopped as soon as the run ends."""
     server.wait_ready()
     work = tmp_path_factory.mktemp("upstream-frontend")
     out = work / "results.jsonl"
-    command = [str(upstream_venv.python), str(RUNNER), "--suite", str(SUITE), "--url", server.url,
-               "--api-key", API_KEY, "--chat-template", CHAT_TEMPLATE, "--out", str(out), *RUNNABLE]  # fmt: skip
+    command = [
+        str(upstream_venv.python),
+        str(RUNNER),
+        "--suite",
+        str(SUITE),
+        "--url",
+        server.url,
+        "--api-key",
+        API_KEY,
+        "--chat-template",
+        CHAT_TEMPLATE,
+        "--out",
+        str(out),
+        *RUNNABLE,
+    ]
     started = time.monotonic()
     try:
         # cwd outside the checkout: the checkout's own `sglang` folder must not shadow upstream's.

@@ -128,10 +128,16 @@ def main() -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             error = run_bounded(checks[name], args.program_timeout)
-        emit({
-            "kind": "result", "program": name, "ok": error is None, "seconds": time.monotonic() - started,
-            "error": error, "warnings": [str(w.message)[-2000:] for w in caught][:5],
-        })  # fmt: skip
+        emit(
+            {
+                "kind": "result",
+                "program": name,
+                "ok": error is None,
+                "seconds": time.monotonic() - started,
+                "error": error,
+                "warnings": [str(w.message)[-2000:] for w in caught][:5],
+            }
+        )
         # A failed streaming check can leave an event loop set; the next check starts clean.
         asyncio.set_event_loop(None)
     return 0

@@ -104,8 +104,18 @@ def _build(spec: VenvSpec, path: Path) -> dict[str, float]:
     python = str(path / "bin" / "python")
     # Quiet pip that never prompts, and writes no bytecode up front: compiling the whole of
     # torch costs more than the few modules a client imports compile on first use.
-    pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
-           "--no-compile", "-q"]  # fmt: skip
+    pip = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "--no-compile",
+        "-q",
+    ]
     commands: list[tuple[str, list[str]]] = [("venv", [sys.executable, "-m", "venv", str(path)])]
     if spec.requirements:
         commands.append(("requirements", [*pip, *spec.requirements]))

@@ -26,8 +26,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="module")
 def client(server: RunningServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S,
-                       max_retries=0) as c:  # fmt: skip
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S, max_retries=0) as c:
         yield c
 
 
@@ -38,9 +37,11 @@ def test_server_reports_tp_size(server: RunningServer) -> None:
 def test_chat_completion(client: openai.OpenAI) -> None:
     model = client.models.list().data[0].id
     out = client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": "What is the capital of France?"}], max_tokens=16,
+        model=model,
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=16,
         temperature=0,
-    )  # fmt: skip
+    )
     assert out.choices[0].message.role == "assistant"
     assert "Paris" in out.choices[0].message.content
     assert out.usage.completion_tokens <= 16
@@ -48,7 +49,15 @@ def test_chat_completion(client: openai.OpenAI) -> None:
 
 def test_streamed_completion(client: openai.OpenAI) -> None:
     model = client.models.list().data[0].id
-    chunks = list(client.completions.create(model=model, prompt="The capital of France is", max_tokens=6,
-                                            temperature=0, stream=True, extra_body={"ignore_eos": True}))  # fmt: skip
+    chunks = list(
+        client.completions.create(
+            model=model,
+            prompt="The capital of France is",
+            max_tokens=6,
+            temperature=0,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        )
+    )
     text = "".join(c.choices[0].text for c in chunks if c.choices)
     assert text and chunks[-1].choices[0].finish_reason == "length"

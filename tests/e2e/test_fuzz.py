@@ -102,9 +102,10 @@ SAMPLING = {
     "seed": st.integers(-5, 2**40),
     "stop": st.one_of(small_text, st.lists(small_text, max_size=3)),
     "stop_token_ids": token_ids,
-    "logit_bias": st.dictionaries(st.one_of(st.integers(-5, 60000).map(str), small_text), st.floats(-200, 200),
-                                  max_size=3),
-}  # fmt: skip
+    "logit_bias": st.dictionaries(
+        st.one_of(st.integers(-5, 60000).map(str), small_text), st.floats(-200, 200), max_size=3
+    ),
+}
 
 # -- /generate ---------------------------------------------------------------------------------
 VALID_NATIVE_EXTRAS = {
@@ -139,25 +140,30 @@ valid_generate = merged(
         st.fixed_dictionaries({"input_ids": st.one_of(valid_ids, st.lists(valid_ids, min_size=1, max_size=2))}),
     ),
     st.fixed_dictionaries(
-        {"sampling_params": merged(maybe(VALID_NATIVE_SAMPLING, False), st.fixed_dictionaries({"max_new_tokens":
-                                   st.integers(0, 2)}))}
+        {
+            "sampling_params": merged(
+                maybe(VALID_NATIVE_SAMPLING, False), st.fixed_dictionaries({"max_new_tokens": st.integers(0, 2)})
+            )
+        }
     ),
     maybe(VALID_NATIVE_EXTRAS, False),
-)  # fmt: skip
+)
 chaos_generate = merged(
     st.one_of(
         st.fixed_dictionaries({"text": st.one_of(small_text, st.lists(small_text, max_size=3), junk)}),
         st.fixed_dictionaries({"input_ids": st.one_of(token_ids, st.lists(token_ids, max_size=2), junk)}),
     ),
     st.fixed_dictionaries(
-        {"sampling_params": st.one_of(
-            merged(maybe(NATIVE_SAMPLING_EXTRAS, True), st.fixed_dictionaries({"max_new_tokens": max_tokens})),
-            st.lists(st.fixed_dictionaries({"max_new_tokens": st.integers(0, 2)}), max_size=3),
-            junk,
-        )}
+        {
+            "sampling_params": st.one_of(
+                merged(maybe(NATIVE_SAMPLING_EXTRAS, True), st.fixed_dictionaries({"max_new_tokens": max_tokens})),
+                st.lists(st.fixed_dictionaries({"max_new_tokens": st.integers(0, 2)}), max_size=3),
+                junk,
+            )
+        }
     ),
     maybe(NATIVE_EXTRAS, True),
-)  # fmt: skip
+)
 generate_bodies = valid_or_chaos(valid_generate, chaos_generate)
 
 # -- /v1/completions ---------------------------------------------------------------------------
@@ -188,10 +194,12 @@ COMPLETION_EXTRAS = {
 valid_completion = merged(
     maybe(VALID_COMPLETION_EXTRAS, False),
     st.fixed_dictionaries(
-        {"prompt": st.one_of(some_text, st.lists(some_text, min_size=1, max_size=2), valid_ids),
-         "max_tokens": st.integers(0, 2)}
+        {
+            "prompt": st.one_of(some_text, st.lists(some_text, min_size=1, max_size=2), valid_ids),
+            "max_tokens": st.integers(0, 2),
+        }
     ),
-)  # fmt: skip
+)
 chaos_completion = merged(
     maybe(COMPLETION_EXTRAS, True),
     st.fixed_dictionaries(
@@ -203,9 +211,8 @@ completion_bodies = valid_or_chaos(valid_completion, chaos_completion)
 # -- /v1/chat/completions ----------------------------------------------------------------------
 text_parts = st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": small_text}), max_size=2)
 valid_message = st.fixed_dictionaries(
-    {"role": st.sampled_from(["system", "user", "assistant", "developer"]), "content": st.one_of(some_text,
-     text_parts)}
-)  # fmt: skip
+    {"role": st.sampled_from(["system", "user", "assistant", "developer"]), "content": st.one_of(some_text, text_parts)}
+)
 message = st.fixed_dictionaries(
     {"role": st.sampled_from(["system", "user", "assistant", "developer", "tool", "wizard"])},
     optional={"content": st.one_of(small_text, text_parts, junk), "name": small_text, "tool_call_id": small_text},

@@ -25,7 +25,7 @@ DRAIN_EXIT_WITHIN_S = 60.0
 def special(server_factory: Callable[..., RunningServer]) -> RunningServer:
     return server_factory(
         "--max-total-tokens", "4096", "--max-queued-requests", "2", "--max-running-requests", "1", api_key=API_KEY
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +74,10 @@ def test_key_is_checked_before_the_body_is_parsed(anonymous: httpx.Client) -> No
         assert_openai_error(response, 401)
         # With the key, the same body is a 400.
         response = anonymous.post(
-            path, content=b"{definitely not json", headers={"content-type": "application/json",
-            "Authorization": f"Bearer {API_KEY}"},
-        )  # fmt: skip
+            path,
+            content=b"{definitely not json",
+            headers={"content-type": "application/json", "Authorization": f"Bearer {API_KEY}"},
+        )
         assert_openai_error(response, 400)
 
 
@@ -166,8 +167,11 @@ def test_overload_gets_503_with_retry_after(special: RunningServer) -> None:
 def test_sigterm_drains_then_exits_zero(special: RunningServer) -> None:
     assert special.process is not None
     tokens = 24
-    body = {"text": "Once upon a time", "stream": True, "sampling_params": {"max_new_tokens": tokens,
-            "ignore_eos": True}}  # fmt: skip
+    body = {
+        "text": "Once upon a time",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True},
+    }
     with special.client() as client, client.stream("POST", "/generate", json=body) as response:
         assert response.status_code == 200
         events = sse_events(response.iter_lines())

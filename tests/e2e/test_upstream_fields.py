@@ -54,14 +54,19 @@ def test_bad_stop_regex_is_400(http: httpx.Client) -> None:
 
 
 def test_stream_interval_and_logprobs_length(http: httpx.Client) -> None:
-    body = {"text": PROMPT, "stream": True, "return_logprob": True,
-            "sampling_params": greedy(9, ignore_eos=True, stream_interval=3)}  # fmt: skip
+    body = {
+        "text": PROMPT,
+        "stream": True,
+        "return_logprob": True,
+        "sampling_params": greedy(9, ignore_eos=True, stream_interval=3),
+    }
     with http.stream("POST", "/generate", json=body) as response:
         events = [e for e in sse_events(response.iter_lines()) if e != "[DONE]"]
     assert [len(e["output_ids"]) for e in events] == [3, 6, 9]
     assert [e["meta_info"]["output_token_logprobs_length"] for e in events] == [3, 6, 9]
-    assert_openai_error(http.post("/generate", json={"text": "Hi", "sampling_params": {"stream_interval": 0}}),
-                        400, "stream_interval")  # fmt: skip
+    assert_openai_error(
+        http.post("/generate", json={"text": "Hi", "sampling_params": {"stream_interval": 0}}), 400, "stream_interval"
+    )
 
 
 def test_sampling_seed_is_seed(http: httpx.Client) -> None:
@@ -112,11 +117,22 @@ def test_return_prompt_token_ids_and_log_metrics(http: httpx.Client) -> None:
 
 
 ROUTER_FIELDS = {
-    "model": "unknown", "log_metrics": True, "background": False, "no_logs": False, "return_bytes": False,
-    "return_entropy": False, "return_hidden_states": False, "bootstrap_host": None, "bootstrap_port": None,
-    "bootstrap_room": None, "data_parallel_rank": None, "routed_dp_rank": 0,
-    "session_id": "s1", "routing_key": "k", "conversation_id": "c",
-}  # fmt: skip
+    "model": "unknown",
+    "log_metrics": True,
+    "background": False,
+    "no_logs": False,
+    "return_bytes": False,
+    "return_entropy": False,
+    "return_hidden_states": False,
+    "bootstrap_host": None,
+    "bootstrap_port": None,
+    "bootstrap_room": None,
+    "data_parallel_rank": None,
+    "routed_dp_rank": 0,
+    "session_id": "s1",
+    "routing_key": "k",
+    "conversation_id": "c",
+}
 
 
 def test_router_fields_on_generate(http: httpx.Client) -> None:

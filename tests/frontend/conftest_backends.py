@@ -131,9 +131,11 @@ def suite_runtimes(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
             runtimes.server = launch(spec, log_dir, wait=False)  # loads while the engine below loads
         if "engine" in needed:
             runtimes.engine = sgl.Engine(
-                device=DEVICE, max_total_tokens=MAX_TOTAL_TOKENS, log_level="warning",
+                device=DEVICE,
+                max_total_tokens=MAX_TOTAL_TOKENS,
+                log_level="warning",
                 **({"cpu_threads": CPU_THREADS} if DEVICE == "cpu" else {}),
-            )  # fmt: skip
+            )
         if runtimes.server is not None:
             runtimes.server.wait_ready()
         yield runtimes

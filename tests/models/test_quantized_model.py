@@ -50,8 +50,9 @@ def last_logits(loaded: LoadedModel, prompt: list[int], decode_last: bool = Fals
     logits = runner.forward(step)[0]
     if not decode_last:
         return logits
-    step = StepInputs(torch.tensor(prompt[-1:]), torch.tensor([n - 1]), AttentionInputs((n,), (1,), slots),
-                      torch.tensor([0]))  # fmt: skip
+    step = StepInputs(
+        torch.tensor(prompt[-1:]), torch.tensor([n - 1]), AttentionInputs((n,), (1,), slots), torch.tensor([0])
+    )
     return runner.forward(step)[0]
 
 
@@ -75,8 +76,12 @@ def test_kernel_records_are_built_at_load(quantized: LoadedModel) -> None:
 def test_quantized_answers_name_paris(quantized: LoadedModel) -> None:
     install(quantized.op_table, quantized.platform.kernel_tuning)
     tokenizer = quantized.load_tokenizer()
-    answers = [tokenizer.decode(greedy_ours(quantized, chat_ids(tokenizer, q), tokenizer.eos_token_id),
-                                skip_special_tokens=True) for q in PROMPTS]  # fmt: skip
+    answers = [
+        tokenizer.decode(
+            greedy_ours(quantized, chat_ids(tokenizer, q), tokenizer.eos_token_id), skip_special_tokens=True
+        )
+        for q in PROMPTS
+    ]
     assert "Paris" in answers[0], answers
     assert all(a.strip() for a in answers), answers
 

@@ -27,8 +27,9 @@ def tokenizer(ours: LoadedModel):
 
 
 def greedy_transformers(model, prompt: list[int], eos: int) -> list[int]:
-    out = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                         eos_token_id=eos, pad_token_id=eos)  # fmt: skip
+    out = model.generate(
+        torch.tensor([prompt]), max_new_tokens=MAX_NEW_TOKENS, do_sample=False, eos_token_id=eos, pad_token_id=eos
+    )
     return out[0, len(prompt) :].tolist()
 
 

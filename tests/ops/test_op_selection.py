@@ -159,8 +159,9 @@ def test_xpu_needs_intels_triton_build() -> None:
 
 
 def test_render_lists_every_op_and_every_reason() -> None:
-    table = CudaPlatform().select_ops(ModelFacts(dtype=torch.bfloat16, head_dim=16),
-                                      assume_missing=["triton", "flashinfer"])  # fmt: skip
+    table = CudaPlatform().select_ops(
+        ModelFacts(dtype=torch.bfloat16, head_dim=16), assume_missing=["triton", "flashinfer"]
+    )
     text = table.render()
     assert text.splitlines()[0].startswith("cuda: not available here")
     assert all(op in text for op in REFERENCE_OPS)

@@ -68,8 +68,9 @@ def int16_activation_error_bound(x: torch.Tensor, weight: QuantizedWeight) -> to
     return (half_step @ w_abs.t()).reshape(*x.shape[:-1], weight.shape[0])
 
 
-def assert_within_the_kernel_error(got: torch.Tensor, expected: torch.Tensor, x: torch.Tensor, w: QuantizedWeight,
-                                   rows: int) -> None:  # fmt: skip
+def assert_within_the_kernel_error(
+    got: torch.Tensor, expected: torch.Tensor, x: torch.Tensor, w: QuantizedWeight, rows: int
+) -> None:
     float_error = 1e-5 * expected.abs().max().item()
     if rows <= INT16_ACTIVATION_MAX_ROWS[w.format.bits]:
         excess = (got - expected).abs() - int16_activation_error_bound(x, w) - float_error
@@ -122,8 +123,9 @@ def test_float16_exact_scales_take_float16_records(fmt: str) -> None:
     bytes, still exactly (the output stays within the kernel's bound); other weights keep four."""
     gen = torch.Generator().manual_seed(11)
     w = quantize(torch.randn(22, 128, generator=gen), WeightFormat.parse(fmt))
-    in_half = QuantizedWeight(w.format, w.qdata, w.scales.half().float(),
-                              None if w.offsets is None else w.offsets.half().float())  # fmt: skip
+    in_half = QuantizedWeight(
+        w.format, w.qdata, w.scales.half().float(), None if w.offsets is None else w.offsets.half().float()
+    )
     x = torch.randn(3, 128, generator=gen)
     kernel = load(quantized_candidates(fmt)[0])
     bits, values_per_row = w.format.bits, 1 if w.offsets is None else 2
@@ -190,8 +192,12 @@ def test_records_made_under_inference_mode_serve_calls_outside_it() -> None:
     n, k = 8192, 2048
     with torch.inference_mode():
         for _ in range(3):
-            loaded = QuantizedWeight(WeightFormat(4, 32), torch.randint(0, 256, (n, k // 2), dtype=torch.uint8),
-                                     torch.rand(n, k // 32), torch.rand(n, k // 32))  # fmt: skip
+            loaded = QuantizedWeight(
+                WeightFormat(4, 32),
+                torch.randint(0, 256, (n, k // 2), dtype=torch.uint8),
+                torch.rand(n, k // 32),
+                torch.rand(n, k // 32),
+            )
             kernel(torch.randn(1, k), loaded)
     w, x = quantize(torch.randn(64, 128), WeightFormat(4, 32)), torch.randn(2, 128)
     assert_within_the_kernel_error(kernel(x, w), reference_linear(x, w), x, w, rows=2)

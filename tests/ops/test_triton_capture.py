@@ -64,4 +64,3 @@ def test_replayed_metadata_matches_reference(dtype: torch.dtype) -> None:
         q, k, v = (_pad_rows(t, pad).to(DEVICE) for t in scenario.step_qkv)
         out, _ = backend.forward(q, k, v, kv_buffer, metadata, scenario.layer)
         torch.testing.assert_close(out[: len(scenario.step.seq_lens)].cpu(), expected, **TOLERANCES[dtype])
-

@@ -35,8 +35,13 @@ from triton.compiler import ASTSource  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 TARGETS = {"cuda-sm90": GPUTarget("cuda", 90, 32), "hip-gfx942": GPUTarget("hip", "gfx942", 64)}
-TYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int32: "i32",
-              torch.int64: "i64"}  # fmt: skip
+TYPE_NAMES = {
+    torch.float32: "fp32",
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.int32: "i32",
+    torch.int64: "i64",
+}
 
 
 def _signature(fn: JITFunction, bound: dict) -> tuple[dict, dict]:
@@ -67,8 +72,9 @@ def launches() -> list[tuple[JITFunction, dict, dict, dict]]:
         options = {k: v for k, v in kwargs.items() if k not in self.arg_names}
         signature, constexprs = _signature(self, bound)
         shape_free = tuple(sorted((k, str(v)) for k, v in constexprs.items() if not k.startswith("BLOCK_")))
-        recorded.setdefault((self.fn.__name__, tuple(signature.items()), shape_free),
-                            (self, signature, constexprs, options))  # fmt: skip
+        recorded.setdefault(
+            (self.fn.__name__, tuple(signature.items()), shape_free), (self, signature, constexprs, options)
+        )
 
     candidates = {c.op: c for c in FAMILY.candidates}
     with pytest.MonkeyPatch.context() as patch:

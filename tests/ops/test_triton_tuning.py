@@ -26,8 +26,15 @@ pytestmark = pytest.mark.skipif(DEVICE is None, reason="Triton cannot launch her
 
 TUNINGS = {
     "small": TritonTuning(
-        decode_block_n=16, decode_kv_splits=3, extend_block_m=16, extend_block_n=16,
-        moe_block_m=16, moe_block_n=16, moe_block_k=16, elementwise_block=16, store_tile=64,
+        decode_block_n=16,
+        decode_kv_splits=3,
+        extend_block_m=16,
+        extend_block_n=16,
+        moe_block_m=16,
+        moe_block_n=16,
+        moe_block_k=16,
+        elementwise_block=16,
+        store_tile=64,
     ),
     "one_split": TritonTuning(decode_block_n=16, decode_kv_splits=1, extend_block_m=16, extend_block_n=32),
 }

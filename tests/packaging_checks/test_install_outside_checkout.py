@@ -112,8 +112,10 @@ def installed(tmp_path_factory) -> Iterator[Installed]:
 
     purelib = run(
         [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        cwd=workdir, env=env, timeout=COMMAND_TIMEOUT_S,
-    ).stdout.strip()  # fmt: skip
+        cwd=workdir,
+        env=env,
+        timeout=COMMAND_TIMEOUT_S,
+    ).stdout.strip()
     print("install timings (s):", {k: round(v, 1) for k, v in timings.items()})
     yield Installed(venv, source, Path(purelib), workdir, env, timings)
     # About 3 GB of small files (mostly torch and triton): deleting them can take minutes on a busy

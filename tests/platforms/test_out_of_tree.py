@@ -21,33 +21,58 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "plugins" / "toy_device"
-TOY_OP_PARITY = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "sglang.ci.suites.test_op_parity",
-                 "-k", "toy_kernels")  # fmt: skip
+TOY_OP_PARITY = (
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "--pyargs",
+    "sglang.ci.suites.test_op_parity",
+    "-k",
+    "toy_kernels",
+)
 
 
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("toy-plugin")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(PLUGIN)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(PLUGIN),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return target
 
 
 def run(plugin_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "PYTHONPATH": str(plugin_path), **env}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_plugin_is_a_selectable_device_with_its_own_kernels(plugin_path: Path) -> None:
     result = run(plugin_path, "-m", "sglang.cli", "ops", "--device", "toy", "--json")
     assert result.returncode == 0, result.stderr
     chosen = {row["op"]: row["family"] for row in json.loads(result.stdout)["ops"]}
-    assert {op for op, family in chosen.items() if family == "toy_kernels"} == {"rms_norm", "silu_and_mul",
-                                                                                 "log_softmax"}  # fmt: skip
+    assert {op for op, family in chosen.items() if family == "toy_kernels"} == {
+        "rms_norm",
+        "silu_and_mul",
+        "log_softmax",
+    }
     assert chosen["attention_backend"] == "torch_native"
 
 
@@ -95,8 +120,9 @@ def test_conformance_report_of_the_plugin(plugin_path: Path, tmp_path: Path) -> 
 
 
 def test_conformance_of_a_broken_plugin_fails_naming_the_op_and_case(plugin_path: Path) -> None:
-    result = conformance(plugin_path, "--suite", "op_parity", "--", "-k", "silu_and_mul",
-                         SGLANG_TOY_BROKEN_OP="silu_and_mul")  # fmt: skip
+    result = conformance(
+        plugin_path, "--suite", "op_parity", "--", "-k", "silu_and_mul", SGLANG_TOY_BROKEN_OP="silu_and_mul"
+    )
     assert result.returncode == 1, result.stdout[-3000:]
     verdict = result.stdout.splitlines()[-1]
     assert verdict.startswith("verdict: not conformant: op_parity: test_op_parity[toy-toy_kernels-silu_and_mul-")

@@ -27,8 +27,13 @@ from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.server_args import ServerArgs
 
-QUESTIONS = ("What is the capital of France?", "Name three primary colors.", "Write one sentence about the sea.",
-             "Count to five.", "What is two plus two? Answer briefly.")  # fmt: skip
+QUESTIONS = (
+    "What is the capital of France?",
+    "Name three primary colors.",
+    "Write one sentence about the sea.",
+    "Count to five.",
+    "What is two plus two? Answer briefly.",
+)
 SPAN = 96
 STEPS = 10
 
@@ -40,8 +45,9 @@ def greedy(runner: ModelRunner, prompts: list[list[int]]) -> list[list[int]]:
     out: list[list[int]] = [[] for _ in prompts]
     for i, tokens in enumerate(rows):
         n = len(tokens)
-        step = StepInputs(torch.tensor(tokens), torch.arange(n), AttentionInputs((n,), (n,), slots[i][:n]),
-                          torch.tensor([n - 1]))  # fmt: skip
+        step = StepInputs(
+            torch.tensor(tokens), torch.arange(n), AttentionInputs((n,), (n,), slots[i][:n]), torch.tensor([n - 1])
+        )
         out[i].append(int(runner.forward(step)[0].argmax()))
     for t in range(1, STEPS):
         live = [i for i in range(len(rows)) if t < STEPS - i]
@@ -63,8 +69,13 @@ def greedy(runner: ModelRunner, prompts: list[list[int]]) -> list[list[int]]:
 def test_captured_buckets_match_eager(monkeypatch, compiled: bool) -> None:
     loaded = load_model(ServerArgs(device="cpu"))
     tokenizer = loaded.load_tokenizer()
-    prompts = [tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
-                                add_generation_prompt=True), add_special_tokens=False) for q in QUESTIONS]  # fmt: skip
+    prompts = [
+        tokenizer.encode(
+            tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True),
+            add_special_tokens=False,
+        )
+        for q in QUESTIONS
+    ]
     slots = len(prompts) * SPAN + 1
     eager = greedy(ModelRunner(loaded.model, CpuPlatform(), slots), prompts)
     if compiled:

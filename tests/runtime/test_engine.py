@@ -77,9 +77,13 @@ def test_n_samples_share_the_prompt_kv(engine: Engine) -> None:
 
 def test_logprobs_with_text(engine: Engine) -> None:
     out = engine.generate(
-        chat_text(engine), GREEDY, return_logprob=True, logprob_start_len=30, top_logprobs_num=2,
+        chat_text(engine),
+        GREEDY,
+        return_logprob=True,
+        logprob_start_len=30,
+        top_logprobs_num=2,
         return_text_in_logprobs=True,
-    )  # fmt: skip
+    )
     meta = out["meta_info"]
     assert [text for _, _, text in meta["output_token_logprobs"]][:2] == ["The", " capital"]
     assert len(meta["input_token_logprobs"]) == 37 - 30

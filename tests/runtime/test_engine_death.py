@@ -20,10 +20,21 @@ class _Vocabulary:
 
 
 INFO = ReadyInfo(
-    model_path="m", tokenizer_path="m", chat_template=None, architectures=("LlamaForCausalLM",), model_type="llama",
-    context_length=64, vocab_size=1, max_total_tokens=64, device="cpu", dtype="float32", eos_token_ids=(0,),
-    bos_token=None, eos_token=None, op_table={},
-)  # fmt: skip
+    model_path="m",
+    tokenizer_path="m",
+    chat_template=None,
+    architectures=("LlamaForCausalLM",),
+    model_type="llama",
+    context_length=64,
+    vocab_size=1,
+    max_total_tokens=64,
+    device="cpu",
+    dtype="float32",
+    eos_token_ids=(0,),
+    bos_token=None,
+    eos_token=None,
+    op_table={},
+)
 
 
 def test_first_failure_reason_wins() -> None:

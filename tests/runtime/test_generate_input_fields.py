@@ -34,9 +34,18 @@ def test_refused_naming_the_field(extra: dict[str, Any], param: str) -> None:
 
 def test_router_defaults_accepted() -> None:
     obj = GenerateInput.from_dict(
-        {"text": "Hi", "model": "unknown", "lora_path": None, "data_parallel_rank": 0, "background": False,
-         "return_hidden_states": False, "bootstrap_host": None, "session_id": "s", "no_logs": True}
-    )  # fmt: skip
+        {
+            "text": "Hi",
+            "model": "unknown",
+            "lora_path": None,
+            "data_parallel_rank": 0,
+            "background": False,
+            "return_hidden_states": False,
+            "bootstrap_host": None,
+            "session_id": "s",
+            "no_logs": True,
+        }
+    )
     assert obj.model == "unknown" and obj.split()[0].text == "Hi"
 
 

@@ -236,4 +236,3 @@ def test_the_scheduler_process_answers_the_control_request(rt: Runtime, monkeypa
     assert first.result.input_ids == [1, 2, 3] and "page_size" in first.result.reason
     assert second.request_id == "b" and isinstance(second.result, ConcatResult) and not second.result.ok
     assert second.result.input_ids == [1, 2, 3] and "internal error" in second.result.reason
-

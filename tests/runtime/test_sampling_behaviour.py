@@ -134,8 +134,12 @@ def test_repetition_penalty_also_covers_prompt_tokens(rt: Runtime, repetitive: l
 
 
 def test_max_new_tokens_bounds_the_output(rt: Runtime, france: list[int]) -> None:
-    out = rt.run([make_request(france, rid="three", max_new_tokens=3),
-                  make_request(france, rid="seven", max_new_tokens=7, ignore_eos=True)])  # fmt: skip
+    out = rt.run(
+        [
+            make_request(france, rid="three", max_new_tokens=3),
+            make_request(france, rid="seven", max_new_tokens=7, ignore_eos=True),
+        ]
+    )
     assert len(out["three"].output_ids) == 3
     assert out["three"].finish_reason == {"type": "length", "length": 3}
     assert len(out["seven"].output_ids) == 7
@@ -144,8 +148,12 @@ def test_max_new_tokens_bounds_the_output(rt: Runtime, france: list[int]) -> Non
 def test_min_new_tokens_suppresses_eos_and_stops_before_it(rt: Runtime, france: list[int]) -> None:
     plain = rt.one(france, max_new_tokens=16)
     assert plain.output_ids[-1] == EOS and len(plain.output_ids) == 8
-    out = rt.run([make_request(france, rid="min", min_new_tokens=12, max_new_tokens=14),
-                  make_request(france, rid="stop", min_new_tokens=8, stop=" Paris", max_new_tokens=9)])  # fmt: skip
+    out = rt.run(
+        [
+            make_request(france, rid="min", min_new_tokens=12, max_new_tokens=14),
+            make_request(france, rid="stop", min_new_tokens=8, stop=" Paris", max_new_tokens=9),
+        ]
+    )
     assert len(out["min"].output_ids) >= 12
     assert EOS not in out["min"].output_ids[:12]
     # " Paris" (token 6) cannot stop it before token 8; as in SGLang, it still ends the output
@@ -175,9 +183,13 @@ def test_stop_token_ids_end_the_output(rt: Runtime, france: list[int]) -> None:
     (unless `no_stop_trim`); so is the end token when special tokens are kept in the text."""
     france_token = token_ids_of(rt.tokenizer, " France")[0]
     stop = {"stop_token_ids": [france_token], "max_new_tokens": 16}
-    out = rt.run([make_request(france, rid="stop", **stop),
-                  make_request(france, rid="kept", no_stop_trim=True, **stop),
-                  make_request(france, rid="eos", skip_special_tokens=False)])  # fmt: skip
+    out = rt.run(
+        [
+            make_request(france, rid="stop", **stop),
+            make_request(france, rid="kept", no_stop_trim=True, **stop),
+            make_request(france, rid="eos", skip_special_tokens=False),
+        ]
+    )
     assert out["stop"].output_ids[-1] == france_token and len(out["stop"].output_ids) == 4
     assert out["stop"].finish_reason == {"type": "stop", "matched": france_token}
     assert out["stop"].text == "The capital of"
@@ -195,16 +207,24 @@ def test_ignore_eos_generates_past_the_end_token(rt: Runtime, france: list[int])
 
 def test_logit_bias_forces_and_forbids_tokens(rt: Runtime, france: list[int]) -> None:
     banana = token_ids_of(rt.tokenizer, " banana")[0]
-    out = rt.run([make_request(france, rid="force", logit_bias={str(banana): 100.0}, max_new_tokens=4),
-                  make_request(france, rid="forbid", logit_bias={"504": -100.0}, max_new_tokens=4)])  # fmt: skip
+    out = rt.run(
+        [
+            make_request(france, rid="force", logit_bias={str(banana): 100.0}, max_new_tokens=4),
+            make_request(france, rid="forbid", logit_bias={"504": -100.0}, max_new_tokens=4),
+        ]
+    )
     assert out["force"].output_ids == [banana] * 4
     assert out["forbid"].output_ids[0] != 504  # "The", the greedy first token
 
 
 def test_skip_special_tokens(rt: Runtime, france: list[int]) -> None:
     forced = {"logit_bias": {str(IM_START): 100.0}, "max_new_tokens": 3}
-    out = rt.run([make_request(france, rid="skip", **forced),
-                  make_request(france, rid="keep", skip_special_tokens=False, **forced)])  # fmt: skip
+    out = rt.run(
+        [
+            make_request(france, rid="skip", **forced),
+            make_request(france, rid="keep", skip_special_tokens=False, **forced),
+        ]
+    )
     assert out["skip"].output_ids == [IM_START] * 3
     assert "<|im_start|>" not in out["skip"].text
     assert out["keep"].text.count("<|im_start|>") == 3

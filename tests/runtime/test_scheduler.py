@@ -32,9 +32,14 @@ def burst_request(rt: Runtime, rng: random.Random, i: int) -> GenerateRequest:
     logprobs = LogprobRequest(True, len(prompt) // 2, top_logprobs_num=2) if i % 4 == 2 else None
     sampling = {"temperature": 1.0, "seed": i} if i % 3 == 1 else {}
     return make_request(
-        prompt, rid=f"burst-{i}", logprobs=logprobs, stream=i % 5 == 0,
-        max_new_tokens=rng.randint(4, 20), ignore_eos=True, **sampling,
-    )  # fmt: skip
+        prompt,
+        rid=f"burst-{i}",
+        logprobs=logprobs,
+        stream=i % 5 == 0,
+        max_new_tokens=rng.randint(4, 20),
+        ignore_eos=True,
+        **sampling,
+    )
 
 
 def test_burst_under_kv_pressure_retracts_and_every_request_ends(rt: Runtime) -> None:
@@ -131,10 +136,14 @@ def test_max_new_tokens_zero_returns_prompt_metadata_and_caches_the_prompt(rt: R
 
 def test_chunked_prefill_gives_the_same_tokens_as_one_prefill(rt: Runtime) -> None:
     prompt = corpus_ids(rt.tokenizer, 400, offset=5)
-    whole = rt.run_on(rt.make_scheduler(max_total_tokens=1024, chunked_prefill_size=1024),
-                      [make_request(prompt, rid="whole", max_new_tokens=6, ignore_eos=True)])  # fmt: skip
-    chunked = rt.run_on(rt.make_scheduler(max_total_tokens=1024, chunked_prefill_size=96),
-                        [make_request(prompt, rid="chunked", max_new_tokens=6, ignore_eos=True)])  # fmt: skip
+    whole = rt.run_on(
+        rt.make_scheduler(max_total_tokens=1024, chunked_prefill_size=1024),
+        [make_request(prompt, rid="whole", max_new_tokens=6, ignore_eos=True)],
+    )
+    chunked = rt.run_on(
+        rt.make_scheduler(max_total_tokens=1024, chunked_prefill_size=96),
+        [make_request(prompt, rid="chunked", max_new_tokens=6, ignore_eos=True)],
+    )
     assert chunked["chunked"].output_ids == whole["whole"].output_ids
 
 

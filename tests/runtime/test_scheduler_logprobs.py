@@ -99,9 +99,16 @@ def test_logprob_start_len_selects_the_scored_prompt_tokens(rt: Runtime) -> None
     requests = {start: make_request(prompt, logprobs=lp, max_new_tokens=1) for start, lp in asked.items()}
     # Chunked prefill (16-token chunks) must report the same positions and values.
     chunked = rt.make_scheduler(max_total_tokens=512, chunked_prefill_size=16)
-    for scheduler_outcomes in (rt.run(requests.values()), rt.run_on(chunked, [
-        make_request(prompt, rid=f"chunked-{r.rid}", logprobs=r.logprobs, max_new_tokens=1) for r in requests.values()
-    ])):  # fmt: skip
+    for scheduler_outcomes in (
+        rt.run(requests.values()),
+        rt.run_on(
+            chunked,
+            [
+                make_request(prompt, rid=f"chunked-{r.rid}", logprobs=r.logprobs, max_new_tokens=1)
+                for r in requests.values()
+            ],
+        ),
+    ):
         by_start = {
             start: next(o for rid, o in scheduler_outcomes.items() if rid.endswith(requests[start].rid))
             for start in asked

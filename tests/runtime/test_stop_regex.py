@@ -12,9 +12,18 @@ from sglang.runtime.requests.stop_regex import first_match, longest_reach, max_m
 
 @pytest.mark.parametrize(
     ("pattern", "reach"),
-    [("abc", 3), (r"\d{2,3}x", 4), ("a|bcd", 3), ("(?=x)ab", 2), (r"[a-z]?\.", 2), ("(ab){3}", 6), (r"\d+", None),
-     (r"(a)\1", None), ("^end$", 3)],
-)  # fmt: skip
+    [
+        ("abc", 3),
+        (r"\d{2,3}x", 4),
+        ("a|bcd", 3),
+        ("(?=x)ab", 2),
+        (r"[a-z]?\.", 2),
+        ("(ab){3}", 6),
+        (r"\d+", None),
+        (r"(a)\1", None),
+        ("^end$", 3),
+    ],
+)
 def test_max_match_chars(pattern: str, reach: int | None) -> None:
     assert max_match_chars(pattern) == reach
 

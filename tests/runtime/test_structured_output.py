@@ -26,14 +26,24 @@ YES_NO = 'root ::= "yes" | "no"'
 
 def test_outputs_follow_their_grammars_in_one_batch(rt: Runtime) -> None:
     requests = [
-        make_request(chat_prompt(rt.tokenizer, "Describe a person as JSON."), rid="json",
-                     json_schema=json.dumps(PERSON), max_new_tokens=48),
-        make_request(chat_prompt(rt.tokenizer, "Describe a person as JSON."), rid="json-hot",
-                     json_schema=json.dumps(PERSON), temperature=1.0, seed=3, max_new_tokens=48),
+        make_request(
+            chat_prompt(rt.tokenizer, "Describe a person as JSON."),
+            rid="json",
+            json_schema=json.dumps(PERSON),
+            max_new_tokens=48,
+        ),
+        make_request(
+            chat_prompt(rt.tokenizer, "Describe a person as JSON."),
+            rid="json-hot",
+            json_schema=json.dumps(PERSON),
+            temperature=1.0,
+            seed=3,
+            max_new_tokens=48,
+        ),
         make_request(chat_prompt(rt.tokenizer, "Give me a colour code."), rid="regex", regex=CODE, max_new_tokens=12),
         make_request(chat_prompt(rt.tokenizer, "Is Paris in France?"), rid="ebnf", ebnf=YES_NO, max_new_tokens=4),
         make_request(chat_prompt(rt.tokenizer), rid="free", max_new_tokens=8),
-    ]  # fmt: skip
+    ]
     out = rt.run(requests)
     for rid in ("json", "json-hot"):
         assert out[rid].finished_by == "stop", out[rid].finish_reason
@@ -54,9 +64,11 @@ def test_an_invalid_grammar_fails_only_its_own_request(rt: Runtime) -> None:
         make_request(prompt, rid="plain", max_new_tokens=8),
     ]
     out = rt.run(requests)
-    for rid, kind, words in (("bad-regex", "regex", "parenthesis is not closed"),
-                             ("bad-schema", "json_schema", "properties must be an object"),
-                             ("bad-ebnf", "ebnf", "missing_rule")):  # fmt: skip
+    for rid, kind, words in (
+        ("bad-regex", "regex", "parenthesis is not closed"),
+        ("bad-schema", "json_schema", "properties must be an object"),
+        ("bad-ebnf", "ebnf", "missing_rule"),
+    ):
         assert out[rid].finished_by == "abort", out[rid].finish_reason
         message = out[rid].finish_reason["message"]
         assert message.startswith(f"invalid {kind}: ")

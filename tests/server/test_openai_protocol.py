@@ -672,9 +672,13 @@ def test_routes_with_the_official_client(tokenizer: Any) -> None:
         assert reply.choices[0].message.content == "Hello world" and reply.id.startswith("chatcmpl-")
         assert reply.usage.prompt_tokens_details.cached_tokens == 2
         stream = await client.chat.completions.create(
-            model="smol", messages=[{"role": "user", "content": "Hi"}], stream=True, n=2, seed=5,
+            model="smol",
+            messages=[{"role": "user", "content": "Hi"}],
+            stream=True,
+            n=2,
+            seed=5,
             stream_options={"include_usage": True},
-        )  # fmt: skip
+        )
         chunks = [chunk async for chunk in stream]
         second = [c.choices[0] for c in chunks if c.choices and c.choices[0].index == 1]
         assert "".join(c.delta.content or "" for c in second) == "Hello world"

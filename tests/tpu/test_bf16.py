@@ -34,8 +34,9 @@ def test_ragged_attention_bf16_is_fp32_attention_rounded_once(xla_cpu: None) -> 
 
     rng = np.random.default_rng(0)
     tokens, q_heads, kv_heads, head_dim, page_size = 48, 8, 2, 64, 16
-    queries, keys, values = (rng.standard_normal((tokens, h, head_dim), np.float32) * 2
-                             for h in (q_heads, kv_heads, kv_heads))  # fmt: skip
+    queries, keys, values = (
+        rng.standard_normal((tokens, h, head_dim), np.float32) * 2 for h in (q_heads, kv_heads, kv_heads)
+    )
     cache = rng.standard_normal((8, page_size, 2 * kv_heads, head_dim), np.float32)
     # A 40-token prefill and an 8-token chunk over a 12-token prefix, then two padded sequences.
     contract = {
@@ -59,8 +60,9 @@ def _first_step_logits(loaded: LoadedModel, prompt: list[int]) -> torch.Tensor:
     """Every prompt position's logits from one prefill step."""
     runner = ModelRunner(loaded.model, loaded.platform, num_slots=len(prompt) + 1)
     n = len(prompt)
-    step = StepInputs(torch.tensor(prompt), torch.arange(n), AttentionInputs((n,), (n,), torch.arange(1, n + 1)),
-                      torch.arange(n))  # fmt: skip
+    step = StepInputs(
+        torch.tensor(prompt), torch.arange(n), AttentionInputs((n,), (n,), torch.arange(1, n + 1)), torch.arange(n)
+    )
     return runner.forward(step).float()
 
 

@@ -15,8 +15,12 @@ def _start(cache: Path, models: Path) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "SGLANG_JAX_CACHE_DIR": str(cache)}
     result = subprocess.run(
         [sys.executable, "-m", "tests.tpu.compile_cache_child", str(models)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -79,10 +79,15 @@ def test_programs_agree_across_devices(servers: dict[str, RunningServer]) -> Non
 
 @pytest.mark.parametrize(
     "check",
-    [programs.check_few_shot_qa, programs.check_multi_turn_chat, programs.check_select,
-     programs.check_decode_json, programs.check_parallel_decoding],
+    [
+        programs.check_few_shot_qa,
+        programs.check_multi_turn_chat,
+        programs.check_select,
+        programs.check_decode_json,
+        programs.check_parallel_decoding,
+    ],
     ids=lambda c: c.__name__,
-)  # fmt: skip
+)
 def test_program_checks_pass_on_tpu(check, servers: dict[str, RunningServer]) -> None:
     sgl.set_default_backend(sgl.RuntimeEndpoint(servers["tpu"].url))
     check()

@@ -53,8 +53,11 @@ def test_sglang_ops_names_xla_cpu_never_tpu() -> None:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     result = subprocess.run(
         [sys.executable, "-m", "sglang.cli", "ops", "--device", "tpu"],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "tpu platform on XLA:CPU" in result.stdout
     assert "TPU" not in result.stdout.replace("XLA:CPU", "").replace("libtpu", ""), result.stdout

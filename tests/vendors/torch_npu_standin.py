@@ -222,8 +222,11 @@ def build(recorder: Recorder) -> dict:
         expect(torch.equal(row_idx.cpu(), gating_layout), "row_idx is the gating layout row_idx[t, j] = j * T + t")
         recorder.record(
             "npu_moe_init_routing",
-            x=describe(x), row_idx=describe(row_idx), expert_idx=describe(expert_idx), active_num=active_num,
-        )  # fmt: skip
+            x=describe(x),
+            row_idx=describe(row_idx),
+            expert_idx=describe(expert_idx),
+            active_num=active_num,
+        )
         # The documented equivalent logic: a stable sort of the flattened expert ids.
         order = expert_idx.reshape(-1).long().argsort(stable=True)
         sorted_rows = row_idx.reshape(-1)[order].long()
@@ -278,9 +281,14 @@ def build(recorder: Recorder) -> dict:
         expect(bool((ends[1:] >= ends[:-1]).all()) and int(ends[-1]) == rows.shape[0], "cumulative, ending at M")
         recorder.record(
             "npu_grouped_matmul",
-            x=describe(x), weight=describe(weight), weight_contiguous=w.is_contiguous(), group_list=describe(ends),
-            split_item=split_item, group_type=group_type, group_list_type=group_list_type,
-        )  # fmt: skip
+            x=describe(x),
+            weight=describe(weight),
+            weight_contiguous=w.is_contiguous(),
+            group_list=describe(ends),
+            split_item=split_item,
+            group_type=group_type,
+            group_list_type=group_list_type,
+        )
         out = torch.empty(rows.shape[0], w.shape[2], dtype=rows.dtype, device=rows.device)
         start = 0
         for expert, end in enumerate(ends.tolist()):
@@ -289,9 +297,16 @@ def build(recorder: Recorder) -> dict:
         return [out]
 
     def npu_moe_finalize_routing(
-        expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row, expert_for_source_row, /,
+        expanded_permuted_rows,
+        skip1,
+        skip2,
+        bias,
+        scales,
+        expanded_src_to_dst_row,
+        expert_for_source_row,
+        /,
         drop_pad_mode=0,
-    ):  # fmt: skip
+    ):
         # Positional only: the last tensor parameter is `export_for_source_row` in some releases
         # and `expert_for_source_row` in others, so only a positional call works on both.
         rows = expect_tensor(expanded_permuted_rows, "expanded_permuted_rows", ndim=2)
@@ -306,10 +321,11 @@ def build(recorder: Recorder) -> dict:
         expect(drop_pad_mode == 0, "dropless, column order")
         recorder.record(
             "npu_moe_finalize_routing",
-            expanded_permuted_rows=describe(rows), scales=describe(scales),
+            expanded_permuted_rows=describe(rows),
+            scales=describe(scales),
             expanded_src_to_dst_row=describe(expanded_src_to_dst_row),
             expert_for_source_row=describe(expert_for_source_row),
-        )  # fmt: skip
+        )
         # out[i] = sum_k scales[i, k] * rows[expanded_src_to_dst_row[k * N + i]]
         picked = rows[expanded_src_to_dst_row.long().view(k, tokens).t()].float()
         return (picked * scales.float()[..., None]).sum(1).to(rows.dtype)

@@ -25,8 +25,9 @@ def _marks(case: ProgramCase) -> list[pytest.MarkDecorator]:
     return [*marks, pytest.mark.e2e_core] if case.name in CORE_PROGRAMS else marks
 
 
-ENDPOINT_CASES = [pytest.param(case, id=case.name, marks=_marks(case)) for case in PROGRAMS
-                  if Feature.API_SPEC not in case.needs]  # fmt: skip
+ENDPOINT_CASES = [
+    pytest.param(case, id=case.name, marks=_marks(case)) for case in PROGRAMS if Feature.API_SPEC not in case.needs
+]
 
 
 @pytest.fixture

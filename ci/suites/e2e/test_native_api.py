@@ -42,8 +42,12 @@ def stream_generate(http: httpx.Client, **body: Any) -> list[Any]:
 def running_stream(server: RunningServer, rid: str, max_new_tokens: int = 2000) -> Iterator[Iterator[Any]]:
     """A long streaming /generate with request id `rid`, started and past its first token; yields
     the rest of its events. The connection closes (aborting it, if still running) on exit."""
-    body = {"text": PROMPT, "rid": rid, "stream": True, "sampling_params": {"max_new_tokens": max_new_tokens,
-            "ignore_eos": True}}  # fmt: skip
+    body = {
+        "text": PROMPT,
+        "rid": rid,
+        "stream": True,
+        "sampling_params": {"max_new_tokens": max_new_tokens, "ignore_eos": True},
+    }
     with server.client() as client, client.stream("POST", "/generate", json=body) as response:
         assert response.status_code == 200, response.read()
         events = sse_events(response.iter_lines())
@@ -110,9 +114,13 @@ def test_generate_stream_is_cumulative_and_ends_with_done(http: httpx.Client) ->
 def test_generate_logprobs(http: httpx.Client, tokenizer: Any) -> None:
     prompt_ids = tokenizer.encode(PROMPT)
     out = generate(
-        http, text=PROMPT, sampling_params=greedy(3, ignore_eos=True), return_logprob=True, logprob_start_len=1,
+        http,
+        text=PROMPT,
+        sampling_params=greedy(3, ignore_eos=True),
+        return_logprob=True,
+        logprob_start_len=1,
         top_logprobs_num=4,
-    )  # fmt: skip
+    )
     meta = out["meta_info"]
     # Output: one (logprob, token id) per token; greedy picks the top-1 of each step.
     assert [t for _, t in meta["output_token_logprobs"]] == out["output_ids"]
@@ -130,9 +138,12 @@ def test_generate_logprobs(http: httpx.Client, tokenizer: Any) -> None:
 
 def test_generate_logprobs_with_text(http: httpx.Client, tokenizer: Any) -> None:
     out = generate(
-        http, text=PROMPT, sampling_params=greedy(2, ignore_eos=True), return_logprob=True,
+        http,
+        text=PROMPT,
+        sampling_params=greedy(2, ignore_eos=True),
+        return_logprob=True,
         return_text_in_logprobs=True,
-    )  # fmt: skip
+    )
     for logprob, token, text in out["meta_info"]["output_token_logprobs"]:
         assert logprob <= 0 and text == tokenizer.decode([token])
 

@@ -23,9 +23,7 @@ NO_EOS = {"ignore_eos": True}
 
 @pytest.fixture(scope="module")
 def client(server: RunningServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(
-        base_url=f"{server.url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S, max_retries=0
-    ) as c:
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", timeout=REQUEST_TIMEOUT_S, max_retries=0) as c:
         yield c
 
 
@@ -226,9 +224,14 @@ def test_chat_stream_with_usage(client: openai.OpenAI, model: str) -> None:
 
 def test_chat_n(client: openai.OpenAI, model: str) -> None:
     out = client.chat.completions.create(
-        model=model, messages=user("Say a word."), max_completion_tokens=3, n=2, temperature=1.0, seed=3,
+        model=model,
+        messages=user("Say a word."),
+        max_completion_tokens=3,
+        n=2,
+        temperature=1.0,
+        seed=3,
         extra_body=NO_EOS,
-    )  # fmt: skip
+    )
     assert sorted(c.index for c in out.choices) == [0, 1]
     assert out.usage.completion_tokens == 6
 
@@ -245,9 +248,14 @@ def test_chat_stream_n(client: openai.OpenAI, model: str) -> None:
 
 def test_chat_logprobs(client: openai.OpenAI, model: str) -> None:
     out = client.chat.completions.create(
-        model=model, messages=user(QUESTION), max_completion_tokens=3, temperature=0, logprobs=True,
-        top_logprobs=3, extra_body=NO_EOS,
-    )  # fmt: skip
+        model=model,
+        messages=user(QUESTION),
+        max_completion_tokens=3,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=3,
+        extra_body=NO_EOS,
+    )
     content = out.choices[0].logprobs.content
     assert len(content) == 3
     assert "".join(t.token for t in content) == out.choices[0].message.content
@@ -275,10 +283,18 @@ def test_chat_stop(client: openai.OpenAI, model: str) -> None:
 
 def test_chat_seed_reproducible(client: openai.OpenAI, model: str) -> None:
     def sample(seed: int) -> str:
-        return client.chat.completions.create(
-            model=model, messages=user("Name an animal."), max_completion_tokens=5, temperature=1.0, seed=seed,
-            extra_body=NO_EOS,
-        ).choices[0].message.content  # fmt: skip
+        return (
+            client.chat.completions.create(
+                model=model,
+                messages=user("Name an animal."),
+                max_completion_tokens=5,
+                temperature=1.0,
+                seed=seed,
+                extra_body=NO_EOS,
+            )
+            .choices[0]
+            .message.content
+        )
 
     first = sample(99)
     assert sample(99) == first
@@ -288,11 +304,13 @@ def test_chat_seed_reproducible(client: openai.OpenAI, model: str) -> None:
 
 PERSON_SCHEMA = {
     "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0,
-                   "maximum": 120}},
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    },
     "required": ["name", "age"],
     "additionalProperties": False,
-}  # fmt: skip
+}
 
 
 def test_chat_response_format_json_object(client: openai.OpenAI, model: str) -> None:
@@ -303,19 +321,24 @@ def test_chat_response_format_json_object(client: openai.OpenAI, model: str) -> 
         *user("The capital of France, as JSON."),
     ]
     out = client.chat.completions.create(
-        model=model, messages=messages, response_format={"type": "json_object"}, max_completion_tokens=40,
+        model=model,
+        messages=messages,
+        response_format={"type": "json_object"},
+        max_completion_tokens=40,
         temperature=0,
-    )  # fmt: skip
+    )
     assert out.choices[0].finish_reason == "stop", out.choices[0].message.content
     assert isinstance(json.loads(out.choices[0].message.content), dict)
 
 
 def test_chat_response_format_json_schema(client: openai.OpenAI, model: str) -> None:
     out = client.chat.completions.create(
-        model=model, messages=user("Describe a person called Ann, aged 31, as JSON."),
+        model=model,
+        messages=user("Describe a person called Ann, aged 31, as JSON."),
         response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON_SCHEMA}},
-        max_completion_tokens=40, temperature=0,
-    )  # fmt: skip
+        max_completion_tokens=40,
+        temperature=0,
+    )
     assert out.choices[0].finish_reason == "stop", out.choices[0].message.content
     jsonschema.validate(json.loads(out.choices[0].message.content), PERSON_SCHEMA)
 
@@ -323,9 +346,12 @@ def test_chat_response_format_json_schema(client: openai.OpenAI, model: str) -> 
 def test_completion_json_schema_extra(client: openai.OpenAI, model: str) -> None:
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
     out = client.completions.create(
-        model=model, prompt="Answer in JSON: is the sky blue?", max_tokens=30, temperature=0,
+        model=model,
+        prompt="Answer in JSON: is the sky blue?",
+        max_tokens=30,
+        temperature=0,
         extra_body={"json_schema": json.dumps(schema)},
-    )  # fmt: skip
+    )
     jsonschema.validate(json.loads(out.choices[0].text), schema)
 
 
@@ -366,27 +392,39 @@ def assert_tool_call(out: Any, name: str | None) -> Any:
 
 def test_chat_tool_choice_required(client: openai.OpenAI, model: str) -> None:
     out = client.chat.completions.create(
-        model=model, messages=user("What is the weather in Paris?"), tools=[WEATHER_TOOL, TIME_TOOL],
-        tool_choice="required", max_completion_tokens=60, temperature=0,
-    )  # fmt: skip
+        model=model,
+        messages=user("What is the weather in Paris?"),
+        tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice="required",
+        max_completion_tokens=60,
+        temperature=0,
+    )
     assert_tool_call(out, None)
     assert out.choices[0].finish_reason in ("tool_calls", "stop")
 
 
 def test_chat_tool_choice_named(client: openai.OpenAI, model: str) -> None:
     out = client.chat.completions.create(
-        model=model, messages=user("What is the weather in Paris?"), tools=[WEATHER_TOOL, TIME_TOOL],
-        tool_choice={"type": "function", "function": {"name": "get_time"}}, max_completion_tokens=60, temperature=0,
-    )  # fmt: skip
+        model=model,
+        messages=user("What is the weather in Paris?"),
+        tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
+        max_completion_tokens=60,
+        temperature=0,
+    )
     assert_tool_call(out, "get_time")
 
 
 def test_chat_tool_call_streamed(client: openai.OpenAI, model: str) -> None:
     stream = client.chat.completions.create(
-        model=model, messages=user("What is the weather in Rome?"), tools=[WEATHER_TOOL],
-        tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_completion_tokens=60, temperature=0,
+        model=model,
+        messages=user("What is the weather in Rome?"),
+        tools=[WEATHER_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_completion_tokens=60,
+        temperature=0,
         stream=True,
-    )  # fmt: skip
+    )
     chunks = list(stream)
     calls: dict[int, dict[str, str]] = {}
     for chunk in chunks:

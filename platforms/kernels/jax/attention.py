@@ -100,7 +100,16 @@ class RaggedPagedAttention(AttentionBackend):
 
     def forward(self, q, k, v, kv_buffer, metadata: RaggedMetadata, layer: AttentionLayer):  # type: ignore[override]
         return self.kernel(
-            q, k, v, kv_buffer, metadata.kv_lens, metadata.page_indices, metadata.cu_q_lens,
-            metadata.distribution, sm_scale=layer.scale, max_q_len=metadata.max_q_len,
-            sliding_window=layer.sliding_window, soft_cap=layer.logit_softcap,
-        )  # fmt: skip
+            q,
+            k,
+            v,
+            kv_buffer,
+            metadata.kv_lens,
+            metadata.page_indices,
+            metadata.cu_q_lens,
+            metadata.distribution,
+            sm_scale=layer.scale,
+            max_q_len=metadata.max_q_len,
+            sliding_window=layer.sliding_window,
+            soft_cap=layer.logit_softcap,
+        )

@@ -14,9 +14,20 @@ from sglang.platforms.kernels.jax.ragged_attention import write_kv, write_slots
 
 
 def pallas_ragged_paged_attention(
-    queries, keys, values, kv_pages, kv_lens, page_indices, cu_q_lens, distribution, *, sm_scale: float,
-    max_q_len: int, sliding_window: int | None = None, soft_cap: float | None = None,
-):  # fmt: skip
+    queries,
+    keys,
+    values,
+    kv_pages,
+    kv_lens,
+    page_indices,
+    cu_q_lens,
+    distribution,
+    *,
+    sm_scale: float,
+    max_q_len: int,
+    sliding_window: int | None = None,
+    soft_cap: float | None = None,
+):
     """Same arguments and results as `ragged_attention.ragged_paged_attention` (`max_q_len` is
     unused: the kernel tiles queries itself)."""
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import ragged_paged_attention
@@ -25,9 +36,16 @@ def pallas_ragged_paged_attention(
     slots = write_slots(kv_lens, page_indices, cu_q_lens, num_seqs[0], queries.shape[0], kv_pages.shape[1])
     kv_pages = write_kv(kv_pages, keys, values, slots)
     out = ragged_paged_attention(
-        queries, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm_scale=sm_scale,
-        sliding_window=sliding_window, soft_cap=soft_cap,
-    )  # fmt: skip
+        queries,
+        kv_pages,
+        kv_lens,
+        page_indices,
+        cu_q_lens,
+        num_seqs,
+        sm_scale=sm_scale,
+        sliding_window=sliding_window,
+        soft_cap=soft_cap,
+    )
     return out, kv_pages
 
 

@@ -57,9 +57,18 @@ def write_kv(kv_pages: jax.Array, keys: jax.Array, values: jax.Array, slots: jax
 
 
 def paged_attention(
-    queries, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, *, sm_scale: float, max_q_len: int,
-    sliding_window: int | None = None, soft_cap: float | None = None,
-) -> jax.Array:  # fmt: skip
+    queries,
+    kv_pages,
+    kv_lens,
+    page_indices,
+    cu_q_lens,
+    num_seqs,
+    *,
+    sm_scale: float,
+    max_q_len: int,
+    sliding_window: int | None = None,
+    soft_cap: float | None = None,
+) -> jax.Array:
     """Attention of the new tokens over the cache (which already holds them): `[T, Hq, D]`."""
     num_tokens, num_q_heads, head_dim = queries.shape
     combined = kv_pages.shape[2]
@@ -95,9 +104,20 @@ def paged_attention(
 
 @partial(jax.jit, static_argnames=("sm_scale", "max_q_len", "sliding_window", "soft_cap"))
 def ragged_paged_attention(
-    queries, keys, values, kv_pages, kv_lens, page_indices, cu_q_lens, distribution, *, sm_scale: float,
-    max_q_len: int, sliding_window: int | None = None, soft_cap: float | None = None,
-) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+    queries,
+    keys,
+    values,
+    kv_pages,
+    kv_lens,
+    page_indices,
+    cu_q_lens,
+    distribution,
+    *,
+    sm_scale: float,
+    max_q_len: int,
+    sliding_window: int | None = None,
+    soft_cap: float | None = None,
+) -> tuple[jax.Array, jax.Array]:
     """Writes the new K/V, then attends; returns `(output [T, Hq, D], written kv_pages)`.
     `max_q_len` (static) bounds every sequence's new tokens. Jitted on its own, so an eager call
     (op parity) runs as one compiled computation; inside a jitted step it is inlined."""
@@ -106,7 +126,15 @@ def ragged_paged_attention(
     slots = write_slots(kv_lens, page_indices, cu_q_lens, num_seqs, queries.shape[0], page_size)
     kv_pages = write_kv(kv_pages, keys, values, slots)
     out = paged_attention(
-        queries, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, sm_scale=sm_scale,
-        max_q_len=max_q_len, sliding_window=sliding_window, soft_cap=soft_cap,
-    )  # fmt: skip
+        queries,
+        kv_pages,
+        kv_lens,
+        page_indices,
+        cu_q_lens,
+        num_seqs,
+        sm_scale=sm_scale,
+        max_q_len=max_q_len,
+        sliding_window=sliding_window,
+        soft_cap=soft_cap,
+    )
     return out, kv_pages

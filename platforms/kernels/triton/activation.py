@@ -35,8 +35,14 @@ def _gated_and_mul(x: torch.Tensor, activation: str, tuning: TritonTuning | None
         block = min(tuning.elementwise_block, triton.next_power_of_2(width))
         grid = (rows.shape[0], triton.cdiv(width, block))
         _gated_kernel[grid](
-            rows, out, width, rows.stride(0), out.stride(0),
-            ACTIVATION=activation, BLOCK=block, **tuning.launch_options(),
+            rows,
+            out,
+            width,
+            rows.stride(0),
+            out.stride(0),
+            ACTIVATION=activation,
+            BLOCK=block,
+            **tuning.launch_options(),
         )
     return out.reshape(*x.shape[:-1], width)
 

@@ -59,8 +59,14 @@ class TritonAttention(AttentionBackend):
     """Paged decode (split-KV) and extend attention; sliding window and logit soft-cap in-kernel."""
 
     def __init__(
-        self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device,
-        *, tuning: TritonTuning | None = None,
+        self,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        *,
+        tuning: TritonTuning | None = None,
     ) -> None:
         super().__init__(num_heads, num_kv_heads, head_dim, dtype, device)
         self.tuning = resolve(tuning)
@@ -115,10 +121,12 @@ class TritonAttention(AttentionBackend):
     def capture_metadata(self, batch: int) -> TritonAttentionMetadata:
         """Views of the static buffers for `batch` decode rows; `kv_slots` is the whole buffer
         (kernels read it only through `kv_start` and `seq_len`)."""
-        views = {name: t if name in ("kv_slots", "block_seq", "block_row") else t[:batch]
-                 for name, t in self._static.items()}  # fmt: skip
-        padding = AttentionInputs(seq_lens=(1,) * batch, extend_lens=(1,) * batch,
-                                  kv_slots=torch.zeros(batch, dtype=torch.int64))  # fmt: skip
+        views = {
+            name: t if name in ("kv_slots", "block_seq", "block_row") else t[:batch] for name, t in self._static.items()
+        }
+        padding = AttentionInputs(
+            seq_lens=(1,) * batch, extend_lens=(1,) * batch, kv_slots=torch.zeros(batch, dtype=torch.int64)
+        )
         return TritonAttentionMetadata(inputs=padding, **views)
 
     def replay_metadata(self, batch: int, inputs: AttentionInputs) -> None:
@@ -144,11 +152,28 @@ class TritonAttention(AttentionBackend):
             self._decode(q, out, kv_buffer, metadata, common, flags, cache_strides)
         if metadata.block_seq.numel():
             extend_kernel[(metadata.block_seq.numel(), self.num_heads)](
-                q, out, kv_buffer, metadata.kv_slots, metadata.q_start, metadata.extend_len, metadata.kv_start,
-                metadata.seq_len, metadata.block_seq, metadata.block_row, **common,
-                stride_qt=q.stride(0), stride_qh=q.stride(1), stride_ot=out.stride(0), stride_oh=out.stride(1),
-                stride_cache_kv=cache_strides[0], stride_cache_slot=cache_strides[1], stride_cache_h=cache_strides[2],
-                **flags, BLOCK_M=self.tuning.extend_block_m, BLOCK_D=self.block_d, BLOCK_N=self.tuning.extend_block_n,
+                q,
+                out,
+                kv_buffer,
+                metadata.kv_slots,
+                metadata.q_start,
+                metadata.extend_len,
+                metadata.kv_start,
+                metadata.seq_len,
+                metadata.block_seq,
+                metadata.block_row,
+                **common,
+                stride_qt=q.stride(0),
+                stride_qh=q.stride(1),
+                stride_ot=out.stride(0),
+                stride_oh=out.stride(1),
+                stride_cache_kv=cache_strides[0],
+                stride_cache_slot=cache_strides[1],
+                stride_cache_h=cache_strides[2],
+                **flags,
+                BLOCK_M=self.tuning.extend_block_m,
+                BLOCK_D=self.block_d,
+                BLOCK_N=self.tuning.extend_block_n,
                 **self.tuning.launch_options(),
             )
         return out, kv_buffer
@@ -159,20 +184,53 @@ class TritonAttention(AttentionBackend):
         po, pl = meta.partial_out, meta.partial_lse
         block_g = max(MIN_DOT, triton.next_power_of_2(self.group))
         partial_strides = dict(
-            stride_po_row=po.stride(0), stride_po_h=po.stride(1), stride_po_split=po.stride(2),
-            stride_pl_row=pl.stride(0), stride_pl_h=pl.stride(1),
+            stride_po_row=po.stride(0),
+            stride_po_h=po.stride(1),
+            stride_po_split=po.stride(2),
+            stride_pl_row=pl.stride(0),
+            stride_pl_h=pl.stride(1),
         )
         decode_split_kernel[(rows, self.num_kv_heads, splits)](
-            q, kv_buffer, meta.kv_slots, meta.q_start, meta.kv_start, meta.seq_len, meta.decode_seqs, po, pl,
-            **common, stride_qt=q.stride(0), stride_qh=q.stride(1),
-            stride_cache_kv=cache_strides[0], stride_cache_slot=cache_strides[1], stride_cache_h=cache_strides[2],
-            **partial_strides, **flags, NUM_SPLITS=splits,
-            BLOCK_G=block_g, BLOCK_D=self.block_d,
-            BLOCK_N=self.tuning.decode_block_n, **self.tuning.launch_options(),
+            q,
+            kv_buffer,
+            meta.kv_slots,
+            meta.q_start,
+            meta.kv_start,
+            meta.seq_len,
+            meta.decode_seqs,
+            po,
+            pl,
+            **common,
+            stride_qt=q.stride(0),
+            stride_qh=q.stride(1),
+            stride_cache_kv=cache_strides[0],
+            stride_cache_slot=cache_strides[1],
+            stride_cache_h=cache_strides[2],
+            **partial_strides,
+            **flags,
+            NUM_SPLITS=splits,
+            BLOCK_G=block_g,
+            BLOCK_D=self.block_d,
+            BLOCK_N=self.tuning.decode_block_n,
+            **self.tuning.launch_options(),
         )
         decode_merge_kernel[(rows, self.num_kv_heads)](
-            po, pl, out, meta.q_start, meta.seq_len, meta.decode_seqs, common["window"], self.group, self.head_dim,
-            **partial_strides, stride_ot=out.stride(0), stride_oh=out.stride(1),
-            HAS_WINDOW=flags["HAS_WINDOW"], NUM_SPLITS=splits, BLOCK_G=block_g, BLOCK_D=self.block_d,
-            BLOCK_N=self.tuning.decode_block_n, **self.tuning.launch_options(),
+            po,
+            pl,
+            out,
+            meta.q_start,
+            meta.seq_len,
+            meta.decode_seqs,
+            common["window"],
+            self.group,
+            self.head_dim,
+            **partial_strides,
+            stride_ot=out.stride(0),
+            stride_oh=out.stride(1),
+            HAS_WINDOW=flags["HAS_WINDOW"],
+            NUM_SPLITS=splits,
+            BLOCK_G=block_g,
+            BLOCK_D=self.block_d,
+            BLOCK_N=self.tuning.decode_block_n,
+            **self.tuning.launch_options(),
         )

@@ -33,12 +33,36 @@ def _split_plan(seq_len, window, HAS_WINDOW: tl.constexpr, NUM_SPLITS: tl.conste
 
 @triton.jit
 def decode_split_kernel(
-    Q, Cache, KvSlots, SeqQStart, SeqKvStart, SeqLen, DecodeSeqs, PartialOut, PartialLse,
-    scale, softcap, window, group, head_dim,
-    stride_qt, stride_qh, stride_cache_kv, stride_cache_slot, stride_cache_h,
-    stride_po_row, stride_po_h, stride_po_split, stride_pl_row, stride_pl_h,
-    HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, NUM_SPLITS: tl.constexpr,
-    BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    Q,
+    Cache,
+    KvSlots,
+    SeqQStart,
+    SeqKvStart,
+    SeqLen,
+    DecodeSeqs,
+    PartialOut,
+    PartialLse,
+    scale,
+    softcap,
+    window,
+    group,
+    head_dim,
+    stride_qt,
+    stride_qh,
+    stride_cache_kv,
+    stride_cache_slot,
+    stride_cache_h,
+    stride_po_row,
+    stride_po_h,
+    stride_po_split,
+    stride_pl_row,
+    stride_pl_h,
+    HAS_WINDOW: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Program (row, kv head, split): `PartialOut[row, h, split] = softmax-weighted V` over the
     split's keys and `PartialLse[row, h, split]` its log-sum-exp; nothing when the split is empty."""
@@ -62,7 +86,8 @@ def decode_split_kernel(
     d_mask = d < head_dim
     q = tl.load(
         Q + q_token * stride_qt + heads[:, None] * stride_qh + d[None, :],
-        mask=g_mask[:, None] & d_mask[None, :], other=0.0,
+        mask=g_mask[:, None] & d_mask[None, :],
+        other=0.0,
     ).to(tl.float32)
     m = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
     denom = tl.zeros([BLOCK_G], dtype=tl.float32)
@@ -95,10 +120,27 @@ def decode_split_kernel(
 
 @triton.jit
 def decode_merge_kernel(
-    PartialOut, PartialLse, Out, SeqQStart, SeqLen, DecodeSeqs, window, group, head_dim,
-    stride_po_row, stride_po_h, stride_po_split, stride_pl_row, stride_pl_h, stride_ot, stride_oh,
-    HAS_WINDOW: tl.constexpr, NUM_SPLITS: tl.constexpr,
-    BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    PartialOut,
+    PartialLse,
+    Out,
+    SeqQStart,
+    SeqLen,
+    DecodeSeqs,
+    window,
+    group,
+    head_dim,
+    stride_po_row,
+    stride_po_h,
+    stride_po_split,
+    stride_pl_row,
+    stride_pl_h,
+    stride_ot,
+    stride_oh,
+    HAS_WINDOW: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Program (row, kv head): for each query head `h` of the group,
     `Out[q_token, h] = sum_s w_s PartialOut[row, h, s]` with `w = softmax(PartialLse[row, h, :used])`,

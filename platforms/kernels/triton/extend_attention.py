@@ -18,11 +18,33 @@ from sglang.platforms.kernels.triton.jit_math import soft_cap
 
 @triton.jit
 def extend_kernel(
-    Q, Out, Cache, KvSlots, SeqQStart, SeqExtendLen, SeqKvStart, SeqLen, BlockSeq, BlockRow,
-    scale, softcap, window, group, head_dim,
-    stride_qt, stride_qh, stride_ot, stride_oh, stride_cache_kv, stride_cache_slot, stride_cache_h,
-    HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    Q,
+    Out,
+    Cache,
+    KvSlots,
+    SeqQStart,
+    SeqExtendLen,
+    SeqKvStart,
+    SeqLen,
+    BlockSeq,
+    BlockRow,
+    scale,
+    softcap,
+    window,
+    group,
+    head_dim,
+    stride_qt,
+    stride_qh,
+    stride_ot,
+    stride_oh,
+    stride_cache_kv,
+    stride_cache_slot,
+    stride_cache_h,
+    HAS_WINDOW: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Program (query block, query head): block `b` covers new queries
     `BlockRow[b] .. BlockRow[b] + BLOCK_M` of sequence `BlockSeq[b]`."""

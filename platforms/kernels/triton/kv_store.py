@@ -16,8 +16,18 @@ from sglang.platforms.kernels.triton.tuning import TritonTuning, resolve
 
 @triton.jit
 def _store_kv_kernel(
-    K, V, Cache, Slots, num_tokens, row_width, stride_kt, stride_vt, stride_cache_kv, stride_cache_slot,
-    BLOCK_T: tl.constexpr, BLOCK_W: tl.constexpr,
+    K,
+    V,
+    Cache,
+    Slots,
+    num_tokens,
+    row_width,
+    stride_kt,
+    stride_vt,
+    stride_cache_kv,
+    stride_cache_slot,
+    BLOCK_T: tl.constexpr,
+    BLOCK_W: tl.constexpr,
 ):
     """Tokens `t` of block `b`: `Cache[0, Slots[t]] = K[t]`, `Cache[1, Slots[t]] = V[t]`, rows of
     `row_width = Hk * D` values, cast to the cache dtype."""
@@ -42,8 +52,12 @@ def _flat_rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def store_kv(
-    kv_buffer: torch.Tensor, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-    *, tuning: TritonTuning | None = None,
+    kv_buffer: torch.Tensor,
+    slots: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    tuning: TritonTuning | None = None,
 ) -> torch.Tensor:
     """Writes `k`, `v` `[T, Hk, D]` at `slots` `[T]` in place and hands back the same buffer.
 
@@ -59,8 +73,18 @@ def store_kv(
         block_w = triton.next_power_of_2(heads * dim)
         block_t = min(max(tuning.store_tile // block_w, 1), triton.next_power_of_2(tokens))
         _store_kv_kernel[(triton.cdiv(tokens, block_t),)](
-            k, v, kv_buffer, slots, tokens, heads * dim, k.stride(0), v.stride(0),
-            kv_buffer.stride(0), kv_buffer.stride(1),
-            BLOCK_T=block_t, BLOCK_W=block_w, **tuning.launch_options(),
+            k,
+            v,
+            kv_buffer,
+            slots,
+            tokens,
+            heads * dim,
+            k.stride(0),
+            v.stride(0),
+            kv_buffer.stride(0),
+            kv_buffer.stride(1),
+            BLOCK_T=block_t,
+            BLOCK_W=block_w,
+            **tuning.launch_options(),
         )
     return kv_buffer

@@ -21,10 +21,27 @@ from sglang.platforms.kernels.triton.tuning import TritonTuning, resolve
 
 @triton.jit
 def _grouped_gemm_kernel(
-    A, B, C, SortedPairs, BlockExpert, NumPadded, RoutingWeights, num_pairs, n_cols, depth,
-    stride_am, stride_be, stride_bn, stride_cm,
-    A_ROW_DIV: tl.constexpr, GATED: tl.constexpr, ACTIVATION: tl.constexpr, WEIGHTED: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    A,
+    B,
+    C,
+    SortedPairs,
+    BlockExpert,
+    NumPadded,
+    RoutingWeights,
+    num_pairs,
+    n_cols,
+    depth,
+    stride_am,
+    stride_be,
+    stride_bn,
+    stride_cm,
+    A_ROW_DIV: tl.constexpr,
+    GATED: tl.constexpr,
+    ACTIVATION: tl.constexpr,
+    WEIGHTED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     """Program (block, column tile): rows are the block's pairs `p`, read from `A[p // A_ROW_DIV]`;
     `C[p, n] = sum_k A[., k] * B[e, n, k]` for the block's expert `e` (GATED: `act(that) *` the
@@ -60,26 +77,54 @@ def _grouped_gemm_kernel(
 
 
 def _grouped_gemm(
-    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, blocks: ExpertBlocks, routing_weights: torch.Tensor | None,
-    a_row_div: int, activation: str | None, tuning: TritonTuning,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    blocks: ExpertBlocks,
+    routing_weights: torch.Tensor | None,
+    a_row_div: int,
+    activation: str | None,
+    tuning: TritonTuning,
 ) -> None:
     """`out[p] = a[p // a_row_div] @ b[e_p].T` per pair (gated when `activation` is given, then
     `b`'s rows are `[gate | up]`), scaled by `routing_weights[p]` when given."""
     n_cols = b.shape[1] // 2 if activation else b.shape[1]
     grid = (blocks.sorted_pairs.numel() // blocks.block_m, triton.cdiv(n_cols, tuning.moe_block_n))
     _grouped_gemm_kernel[grid](
-        a, b, out, blocks.sorted_pairs, blocks.block_expert, blocks.num_padded,
-        routing_weights if routing_weights is not None else out, blocks.num_pairs, n_cols, b.shape[2],
-        a.stride(0), b.stride(0), b.stride(1), out.stride(0),
-        A_ROW_DIV=a_row_div, GATED=activation is not None, ACTIVATION=activation or "silu",
+        a,
+        b,
+        out,
+        blocks.sorted_pairs,
+        blocks.block_expert,
+        blocks.num_padded,
+        routing_weights if routing_weights is not None else out,
+        blocks.num_pairs,
+        n_cols,
+        b.shape[2],
+        a.stride(0),
+        b.stride(0),
+        b.stride(1),
+        out.stride(0),
+        A_ROW_DIV=a_row_div,
+        GATED=activation is not None,
+        ACTIVATION=activation or "silu",
         WEIGHTED=routing_weights is not None,
-        BLOCK_M=blocks.block_m, BLOCK_N=tuning.moe_block_n, BLOCK_K=tuning.moe_block_k, **tuning.launch_options(),
+        BLOCK_M=blocks.block_m,
+        BLOCK_N=tuning.moe_block_n,
+        BLOCK_K=tuning.moe_block_k,
+        **tuning.launch_options(),
     )
 
 
 def moe_experts(
-    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, weights: torch.Tensor, expert_ids: torch.Tensor,
-    activation_name: str = "silu", *, tuning: TritonTuning | None = None,
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    weights: torch.Tensor,
+    expert_ids: torch.Tensor,
+    activation_name: str = "silu",
+    *,
+    tuning: TritonTuning | None = None,
 ) -> torch.Tensor:
     """`sum_k weights[t, k] * expert_{ids[t, k]}(x[t])` for `x` `[T, H]`, `w13` `[E, 2I, H]`,
     `w2` `[E, H, I]`, `weights`/`expert_ids` `[T, top_k]`; returns `[T, H]` in `x`'s dtype."""

@@ -17,9 +17,19 @@ from sglang.platforms.kernels.triton.tuning import TritonTuning, resolve
 
 @triton.jit
 def _rms_norm_kernel(
-    X, Residual, Weight, Out, Summed, hidden, eps,
-    stride_x, stride_r, stride_out, stride_sum,
-    HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr,
+    X,
+    Residual,
+    Weight,
+    Out,
+    Summed,
+    hidden,
+    eps,
+    stride_x,
+    stride_r,
+    stride_out,
+    stride_sum,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     """Row `r`: with HAS_RESIDUAL, `Summed[r] = X[r] + Residual[r]` and `Out[r] = norm(Summed[r])`;
     otherwise `Out[r] = norm(X[r])`. Rows are `hidden` wide and unit-strided."""
@@ -62,11 +72,20 @@ def _launch(
     out = torch.empty(rows.shape, dtype=torch.promote_types(normed_dtype, weight.dtype), device=x.device)
     if rows.shape[0]:
         _rms_norm_kernel[(rows.shape[0],)](
-            rows, res_rows if res_rows is not None else rows, weight.contiguous(), out,
-            summed if summed is not None else out, hidden, eps,
-            rows.stride(0), res_rows.stride(0) if res_rows is not None else 0, out.stride(0),
+            rows,
+            res_rows if res_rows is not None else rows,
+            weight.contiguous(),
+            out,
+            summed if summed is not None else out,
+            hidden,
+            eps,
+            rows.stride(0),
+            res_rows.stride(0) if res_rows is not None else 0,
+            out.stride(0),
             summed.stride(0) if summed is not None else 0,
-            HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(hidden), **tuning.launch_options(),
+            HAS_RESIDUAL=residual is not None,
+            BLOCK=triton.next_power_of_2(hidden),
+            **tuning.launch_options(),
         )
     shape = x.shape
     return out.reshape(shape), summed.reshape(shape) if summed is not None else None

@@ -16,9 +16,22 @@ from sglang.platforms.kernels.triton.tuning import TritonTuning, resolve
 
 @triton.jit
 def _rotary_kernel(
-    X, Out, Positions, CosSin, num_heads, head_dim, half_rot,
-    stride_xt, stride_xh, stride_ot, stride_oh, stride_table,
-    IS_NEOX: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+    X,
+    Out,
+    Positions,
+    CosSin,
+    num_heads,
+    head_dim,
+    half_rot,
+    stride_xt,
+    stride_xh,
+    stride_ot,
+    stride_oh,
+    stride_table,
+    IS_NEOX: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     """Token `t` at position `p`: each pair `(x1, x2)` of every head becomes
     `(x1 cos - x2 sin, x2 cos + x1 sin)` with frequency `i`. Pairs are `(i, i + R/2)` (neox) or
@@ -56,17 +69,35 @@ def _rotate(
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if tokens:
         _rotary_kernel[(tokens,)](
-            x, out, positions, cos_sin, heads, dim, half_rot,
-            x.stride(0), x.stride(1), out.stride(0), out.stride(1), cos_sin.stride(0),
-            IS_NEOX=is_neox, BLOCK_H=triton.next_power_of_2(heads), BLOCK_R=triton.next_power_of_2(half_rot),
-            BLOCK_D=triton.next_power_of_2(max(dim - 2 * half_rot, 1)), **tuning.launch_options(),
+            x,
+            out,
+            positions,
+            cos_sin,
+            heads,
+            dim,
+            half_rot,
+            x.stride(0),
+            x.stride(1),
+            out.stride(0),
+            out.stride(1),
+            cos_sin.stride(0),
+            IS_NEOX=is_neox,
+            BLOCK_H=triton.next_power_of_2(heads),
+            BLOCK_R=triton.next_power_of_2(half_rot),
+            BLOCK_D=triton.next_power_of_2(max(dim - 2 * half_rot, 1)),
+            **tuning.launch_options(),
         )
     return out
 
 
 def apply_rotary(
-    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor, is_neox: bool = True,
-    *, tuning: TritonTuning | None = None,
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin: torch.Tensor,
+    is_neox: bool = True,
+    *,
+    tuning: TritonTuning | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotates `q` `[T, Hq, D]` and `k` `[T, Hk, D]` by `positions` `[T]`; new tensors, inputs' dtype."""
     tuning = resolve(tuning)

@@ -30,9 +30,22 @@ class StreamOptions(_Strict):
 
 
 OPENAI_NAMED = frozenset(
-    {"max_new_tokens", "min_new_tokens", "n", "temperature", "top_p", "frequency_penalty", "presence_penalty",
-     "logit_bias", "seed", "stop", "json_schema", "regex", "ebnf"}
-)  # fmt: skip
+    {
+        "max_new_tokens",
+        "min_new_tokens",
+        "n",
+        "temperature",
+        "top_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "seed",
+        "stop",
+        "json_schema",
+        "regex",
+        "ebnf",
+    }
+)
 """Sampling fields declared below under OpenAI's name (`max_tokens`, `min_tokens`) or their own,
 and the grammars, which go through `sampling.pick_grammar`."""
 

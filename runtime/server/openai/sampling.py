@@ -29,8 +29,16 @@ class Constraint:
 
 
 # Fields copied as they are when the client set them (None means "not set").
-_PASSED_WHEN_SET = ("temperature", "top_p", "frequency_penalty", "presence_penalty", "stop", "seed", "logit_bias",
-                    *SAMPLING_EXTRAS)  # fmt: skip
+_PASSED_WHEN_SET = (
+    "temperature",
+    "top_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "stop",
+    "seed",
+    "logit_bias",
+    *SAMPLING_EXTRAS,
+)
 
 
 def sampling_params(
