@@ -15,8 +15,8 @@ THREADS_ENV = "SGLANG_CPU_THREADS"
 COMPILE_ENV = "SGLANG_CPU_COMPILE_DECODE"
 DEFAULT_GRAPH_MAX_BATCH = 16
 """Decode batches up to this many rows replay a captured step by default. Python's share of a
-step shrinks as the batch grows (measured: a traced step is a fifth faster at batch 1, 8% at 16), while
-each bucket costs a capture on first use."""
+step, which capture removes, shrinks as the batch grows (figures: benchmarks/README.md, "Measured
+costs"), while each bucket costs a capture on first use."""
 
 
 class CpuPlatform(Platform):

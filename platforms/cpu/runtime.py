@@ -6,9 +6,9 @@ positions and attention metadata buffers and updates the KV buffers in place.
 - `TracedDecodeRuntime` is cpu's graph capture: `torch.jit.trace` records the step's op sequence
   once, holding every tensor it read other than the KV buffers (weights, the static buffers)
   by reference, as a CUDA graph holds their addresses, and each replay runs that sequence in
-  TorchScript's interpreter: no Python frames and no module or op lookups between kernels.
-  A batch-1 decode step of the embedded model spent about 3.5 ms of 12-15 ms in that Python
-  glue. The interpreter runs with its graph optimizations off: they may fold an op whose inputs
+  TorchScript's interpreter: no Python frames and no module or op lookups between kernels
+  (that glue was a large share of a small model's batch-1 step: benchmarks/README.md, "Measured
+  costs"). The interpreter runs with its graph optimizations off: they may fold an op whose inputs
   are all recorded tensors into a constant, and the static buffers change between replays.
   Capturing a bucket takes a fraction of a second, so every batch size can be its own bucket.
 - `CompiledDecodeRuntime` (`SGLANG_CPU_COMPILE_DECODE=1`) compiles the step with inductor

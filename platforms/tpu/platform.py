@@ -35,8 +35,8 @@ class TpuPlatform(Platform):
         # (dots and attention accumulate in fp32; XLA keeps excess precision where torch rounds
         # each op to bf16): its logits differ from the cpu platform's bf16 ones by up to about 1,
         # as both differ from fp32, so greedy text parts ways at near-ties (tests/tpu/test_bf16).
-        # fp32 stays the default: one declaration serves XLA:CPU, where bf16 decode steps are about
-        # 8x slower than fp32 ones (this CPU has no bf16 arithmetic) and fp32 is what cross-device
+        # fp32 stays the default: one declaration serves XLA:CPU, where bf16 decode steps are much
+        # slower than fp32 ones (this CPU has no bf16 arithmetic) and fp32 is what cross-device
         # token-for-token checks need, and TPUs, where no run has yet measured bf16.
         dtypes=frozenset({torch.float32, torch.bfloat16}),
         default_dtype=torch.float32,

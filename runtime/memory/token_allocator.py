@@ -80,8 +80,9 @@ class PagedTokenAllocator:
         all or nothing: None when the batch does not fit, with nothing allocated.
 
         The plan is made per sequence in Python and the pool's state is touched by a few tensor
-        ops: a decode step allocates one slot per row, where torch's per-op overhead (about
-        60 small ops, 0.6 ms) would be a tenth of a small model's step on cpu."""
+        ops: a decode step allocates one slot per row, where torch's per-op overhead (dozens of
+        small ops: benchmarks/README.md, "Measured costs") would be a tenth of a small model's
+        step on cpu."""
         in_page, fresh = self._plan(last_slots, num_tokens)
         known = [s for s in last_slots if s is not None]
         if any(s <= PADDING_SLOT or s >= self.num_slots for s in known):
