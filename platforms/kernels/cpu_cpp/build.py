@@ -1,18 +1,20 @@
 """Builds the family's C++ kernels once per machine and loads them into `torch.ops.sglang_cpu_cpp`.
 
-The build runs at set-up (`sglang build-kernels`, which `make serve` runs), else on the first
-start that selects the family's ops, and is cached under `$SGLANG_CACHE_DIR/torch_extensions`
-(default `~/.cache/sglang/torch_extensions`), in a folder keyed by the sources, the compiler, its
-flags, the Python version and the torch version. The vector path needs AVX2 and FMA; on a CPU
-without them the same source builds its portable loops instead (slower, same results).
+The build runs in `sglang build-kernels` (which `make setup` runs, and `make serve` beside the
+server's start), else in the first start that selects the family's ops, and is cached under
+`$SGLANG_CACHE_DIR/torch_extensions` (default `~/.cache/sglang/torch_extensions`), in a folder
+keyed by the sources, the compiler, its flags, the Python version and the torch version. The
+vector path needs AVX2 and FMA; on a CPU without them the same source builds its portable loops
+instead (slower, same results).
 
 Invariants:
 - A cache folder under its final name holds a complete build: torch's builder runs in a child
   process inside a temporary sibling, which is renamed into place when it succeeds.
 - A start that finds the folder imports its shared library directly: no compiler, no ninja and
   no lock, so a second checkout of the same sources reuses the build.
-- Processes that find no build take an OS file lock while one of them builds. The kernel releases
-  it when its holder exits, however it exits, so a build that was killed blocks nobody.
+- Processes that find no build take an OS file lock while one of them builds; the others wait
+  for it (logged), then load what it published. The kernel releases the lock when its holder
+  exits, however it exits, so a build that was killed blocks nobody.
 - A build that fails is not cached: `build_failure` returns the compiler's reason, the family's
   candidates become ineligible with it, and the platform's next family serves their ops.
 """
@@ -28,6 +30,7 @@ import time
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import TextIO
 
 import torch
 
@@ -38,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "bindings.cpp"))
-HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "record_arena.h", "bindings.h", "vector_math.h"))
+HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "record_arena.h", "ops.h", "vector_math.h"))
 NAME = "sglang_cpu_cpp"
 
 
@@ -82,7 +85,7 @@ def ensure_built() -> ModuleType:
     if not library.exists():
         folder.parent.mkdir(parents=True, exist_ok=True)
         with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            _lock_logging_the_wait(lock)
             if not library.exists():
                 shown = " ".join(flags)
                 logger.info("building %s kernels (%s, %d jobs) into %s; once per machine", NAME, shown, jobs(), folder)
@@ -92,6 +95,21 @@ def ensure_built() -> ModuleType:
     logger.info("%s %s kernels (%s) in %.1f s", action, NAME, " ".join(flags), time.perf_counter() - started)
     _register_fakes()
     return module
+
+
+def _lock_logging_the_wait(lock: TextIO) -> None:
+    """Takes the build lock; when another process holds it (`sglang build-kernels` beside a
+    server's start, or a second server), says so and how long the wait took: its progress is in
+    that process's log."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    logger.info("waiting for the %s kernels another process is building (its log shows the progress)", NAME)
+    started = time.perf_counter()
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    logger.info("the other process's %s build ended after %.1f s of waiting", NAME, time.perf_counter() - started)
 
 
 @cache

@@ -1,8 +1,18 @@
-// The extension module: the ops of every source as plain functions (see bindings.h).
-#include "bindings.h"
+// The extension module: the ops of every source as plain functions (see ops.h). The only source
+// that includes pybind11 and torch's Python bindings (its Tensor conversions).
+#include <torch/csrc/utils/pybind.h>
+#include "ops.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  sgl_cpu_cpp::bind_linear(m);
-  sgl_cpu_cpp::bind_attention(m);
-  sgl_cpu_cpp::bind_glue(m);
+  using namespace sgl_cpu_cpp;
+  m.def("int4_linear", &int4_linear);
+  m.def("int8_linear", &int8_linear);
+  m.def("int4_tiles", &int4_tiles);
+  m.def("int8_tiles", &int8_tiles);
+  m.def("decode_attention", &decode_attention);
+  m.def("decode_attention_store", &decode_attention_store);
+  m.def("rms_norm", &rms_norm);
+  m.def("fused_add_rms_norm", &fused_add_rms_norm);
+  m.def("apply_rotary", &apply_rotary);
+  m.def("silu_and_mul", &silu_and_mul);
 }

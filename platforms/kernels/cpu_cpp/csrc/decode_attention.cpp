@@ -8,8 +8,11 @@
 //
 // `decode_attention_store` first writes the step's new K/V rows into the pool (what the caller's
 // index_copy did, one op call fewer per layer): decode steps are dominated by call overheads.
-#include "bindings.h"
+#include "ops.h"
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/record_function.h>
+#include <torch/library.h>
 #include <cmath>
 #include <vector>
 #include "vector_math.h"
@@ -113,22 +116,26 @@ void weighted_values(const float* p, const float* v, const int64_t* slots, int64
   for (int64_t i = 0; i < D - i0; ++i) out[i0 + i] = acc[i] * inv;
 }
 
-torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, const torch::Tensor& slots,
-                               const torch::Tensor& starts, double scale) {
+}  // namespace
+
+namespace sgl_cpu_cpp {
+
+at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& slots,
+                            const at::Tensor& starts, double scale) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention", std::vector<c10::IValue>());
-  TORCH_CHECK(q.scalar_type() == torch::kFloat32 && kv.scalar_type() == torch::kFloat32, "decode_attention: float32");
+  TORCH_CHECK(q.scalar_type() == at::kFloat && kv.scalar_type() == at::kFloat, "decode_attention: float32");
   TORCH_CHECK(q.dim() == 3 && kv.dim() == 4 && kv.size(0) == 2, "decode_attention: q [B, H, D], kv [2, S, Hk, D]");
-  TORCH_CHECK(kv.is_contiguous() && slots.scalar_type() == torch::kLong && starts.scalar_type() == torch::kLong,
+  TORCH_CHECK(kv.is_contiguous() && slots.scalar_type() == at::kLong && starts.scalar_type() == at::kLong,
               "decode_attention: layout");
-  const torch::Tensor qc = q.contiguous();
+  const at::Tensor qc = q.contiguous();
   const int64_t B = q.size(0), H = q.size(1), D = q.size(2), S = kv.size(1), Hk = kv.size(2);
   TORCH_CHECK(H % Hk == 0 && kv.size(3) == D && starts.numel() == B + 1, "decode_attention: shapes");
   const int64_t group = H / Hk, stride = Hk * D;
-  torch::Tensor out = torch::empty_like(qc);
+  at::Tensor out = at::empty_like(qc);
   const float* qp = qc.data_ptr<float>();
   const float* kp = kv.data_ptr<float>();
   const float* vp = kp + S * stride;
-  const torch::Tensor slots_c = slots.contiguous(), starts_c = starts.contiguous();
+  const at::Tensor slots_c = slots.contiguous(), starts_c = starts.contiguous();
   const int64_t* sp = slots_c.data_ptr<int64_t>();
   const int64_t* st = starts_c.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
@@ -152,16 +159,16 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& kv, 
 }
 
 // Writes k, v [B, Hk, D] into the pool at new_slots, then attends as decode_attention.
-torch::Tensor decode_attention_store(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                     torch::Tensor kv, const torch::Tensor& new_slots, const torch::Tensor& slots,
-                                     const torch::Tensor& starts, double scale) {
+at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  at::Tensor kv, const at::Tensor& new_slots, const at::Tensor& slots,
+                                  const at::Tensor& starts, double scale) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention_store", std::vector<c10::IValue>());
-  TORCH_CHECK(kv.scalar_type() == torch::kFloat32 && k.scalar_type() == kv.scalar_type() && v.scalar_type() == kv.scalar_type(),
+  TORCH_CHECK(kv.scalar_type() == at::kFloat && k.scalar_type() == kv.scalar_type() && v.scalar_type() == kv.scalar_type(),
               "decode_attention: float32");
   TORCH_CHECK(new_slots.numel() == k.size(0) && k.sizes() == v.sizes(), "decode_attention: new rows");
   const int64_t rows = k.size(0), row = kv.size(2) * kv.size(3);
   TORCH_CHECK(k.numel() == rows * row && kv.is_contiguous(), "decode_attention: new rows' shape");
-  const torch::Tensor kc = k.contiguous(), vc = v.contiguous(), ns = new_slots.contiguous();
+  const at::Tensor kc = k.contiguous(), vc = v.contiguous(), ns = new_slots.contiguous();
   const int64_t* dst = ns.data_ptr<int64_t>();
   float* pool = kv.data_ptr<float>();
   const int64_t S = kv.size(1);
@@ -173,7 +180,7 @@ torch::Tensor decode_attention_store(const torch::Tensor& q, const torch::Tensor
   return decode_attention(q, kv, slots, starts, scale);
 }
 
-}  // namespace
+}  // namespace sgl_cpu_cpp
 
 TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
   m.def("decode_attention(Tensor q, Tensor kv, Tensor slots, Tensor starts, float scale) -> Tensor");
@@ -183,13 +190,6 @@ TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
 }
 
 TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {
-  m.impl("decode_attention", &decode_attention);
-  m.impl("decode_attention_store", &decode_attention_store);
+  m.impl("decode_attention", &sgl_cpu_cpp::decode_attention);
+  m.impl("decode_attention_store", &sgl_cpu_cpp::decode_attention_store);
 }
-
-namespace sgl_cpu_cpp {
-void bind_attention(pybind11::module_& m) {
-  m.def("decode_attention", &decode_attention);
-  m.def("decode_attention_store", &decode_attention_store);
-}
-}  // namespace sgl_cpu_cpp

@@ -7,9 +7,13 @@
 // Rows are split over threads only when there are enough of them to pay for waking threads
 // (a decode row runs inline). Arithmetic is float32 throughout, in the references' order of
 // operations (mean of squares, then rsqrt, then scale), so results match them to rounding.
-#include "bindings.h"
+#include "ops.h"
 #include "vector_math.h"
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/record_function.h>
+#include <torch/library.h>
 #include <cmath>
 
 namespace {
@@ -17,8 +21,8 @@ namespace {
 constexpr int64_t ROWS_PER_TASK = 16;
 
 // Views (a head-wise slice of a fused projection) are copied once into rows.
-torch::Tensor float_rows(const torch::Tensor& x, const char* op) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, op, ": float32 only");
+at::Tensor float_rows(const at::Tensor& x, const char* op) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat, op, ": float32 only");
   return x.contiguous();
 }
 
@@ -29,37 +33,6 @@ inline void normalize_row(const float* x, const float* w, float eps, int64_t H, 
   const float inv = 1.f / std::sqrt(squares / static_cast<float>(H) + eps);
 #pragma omp simd
   for (int64_t i = 0; i < H; ++i) out[i] = w[i] * (x[i] * inv);
-}
-
-torch::Tensor rms_norm(const torch::Tensor& input, const torch::Tensor& weight, double eps) {
-  RECORD_FUNCTION("sglang_cpu_cpp::rms_norm", std::vector<c10::IValue>());
-  const torch::Tensor x = float_rows(input, "rms_norm");
-  const int64_t H = x.size(-1), rows = x.numel() / H;
-  torch::Tensor out = torch::empty_like(x);
-  const float *xp = x.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
-  float* op = out.data_ptr<float>();
-  at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) normalize_row(xp + r * H, wp, static_cast<float>(eps), H, op + r * H);
-  });
-  return out;
-}
-
-std::tuple<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& input, const torch::Tensor& res,
-                                                            const torch::Tensor& weight, double eps) {
-  RECORD_FUNCTION("sglang_cpu_cpp::fused_add_rms_norm", std::vector<c10::IValue>());
-  const torch::Tensor x = float_rows(input, "fused_add_rms_norm"), residual = float_rows(res, "fused_add_rms_norm");
-  const int64_t H = x.size(-1), rows = x.numel() / H;
-  torch::Tensor summed = torch::empty_like(x), out = torch::empty_like(x);
-  const float *xp = x.data_ptr<float>(), *rp = residual.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
-  float *sp = summed.data_ptr<float>(), *op = out.data_ptr<float>();
-  at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-#pragma omp simd
-      for (int64_t i = 0; i < H; ++i) sp[r * H + i] = xp[r * H + i] + rp[r * H + i];
-      normalize_row(sp + r * H, wp, static_cast<float>(eps), H, op + r * H);
-    }
-  });
-  return {out, summed};
 }
 
 // Rotates every head of one token: NeoX pairs (i, i + R/2), GPT-J pairs (2i, 2i + 1), over the
@@ -78,17 +51,52 @@ void rotate_heads(const float* in, int64_t heads, int64_t D, const float* cos, c
   }
 }
 
-std::tuple<torch::Tensor, torch::Tensor> apply_rotary(const torch::Tensor& positions, const torch::Tensor& q,
-                                                      const torch::Tensor& k, const torch::Tensor& cos_sin,
-                                                      bool is_neox) {
+}  // namespace
+
+namespace sgl_cpu_cpp {
+
+at::Tensor rms_norm(const at::Tensor& input, const at::Tensor& weight, double eps) {
+  RECORD_FUNCTION("sglang_cpu_cpp::rms_norm", std::vector<c10::IValue>());
+  const at::Tensor x = float_rows(input, "rms_norm");
+  const int64_t H = x.size(-1), rows = x.numel() / H;
+  at::Tensor out = at::empty_like(x);
+  const float *xp = x.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) normalize_row(xp + r * H, wp, static_cast<float>(eps), H, op + r * H);
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& input, const at::Tensor& res,
+                                                      const at::Tensor& weight, double eps) {
+  RECORD_FUNCTION("sglang_cpu_cpp::fused_add_rms_norm", std::vector<c10::IValue>());
+  const at::Tensor x = float_rows(input, "fused_add_rms_norm"), residual = float_rows(res, "fused_add_rms_norm");
+  const int64_t H = x.size(-1), rows = x.numel() / H;
+  at::Tensor summed = at::empty_like(x), out = at::empty_like(x);
+  const float *xp = x.data_ptr<float>(), *rp = residual.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
+  float *sp = summed.data_ptr<float>(), *op = out.data_ptr<float>();
+  at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+#pragma omp simd
+      for (int64_t i = 0; i < H; ++i) sp[r * H + i] = xp[r * H + i] + rp[r * H + i];
+      normalize_row(sp + r * H, wp, static_cast<float>(eps), H, op + r * H);
+    }
+  });
+  return {out, summed};
+}
+
+std::tuple<at::Tensor, at::Tensor> apply_rotary(const at::Tensor& positions, const at::Tensor& q,
+                                                const at::Tensor& k, const at::Tensor& cos_sin,
+                                                bool is_neox) {
   RECORD_FUNCTION("sglang_cpu_cpp::apply_rotary", std::vector<c10::IValue>());
-  const torch::Tensor qc = float_rows(q, "apply_rotary"), kc = float_rows(k, "apply_rotary");
-  const torch::Tensor table = float_rows(cos_sin, "apply_rotary");
+  const at::Tensor qc = float_rows(q, "apply_rotary"), kc = float_rows(k, "apply_rotary");
+  const at::Tensor table = float_rows(cos_sin, "apply_rotary");
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3, "apply_rotary: q [T, Hq, D], k [T, Hk, D]");
   const int64_t T = q.size(0), Hq = q.size(1), Hk = k.size(1), D = q.size(2), half = table.size(1) / 2;
   TORCH_CHECK(2 * half <= D && k.size(2) == D, "apply_rotary: rotary dim exceeds the head dim");
-  const torch::Tensor pos = positions.to(torch::kLong).contiguous();
-  torch::Tensor q_out = torch::empty_like(qc), k_out = torch::empty_like(kc);
+  const at::Tensor pos = positions.to(at::kLong).contiguous();
+  at::Tensor q_out = at::empty_like(qc), k_out = at::empty_like(kc);
   const int64_t* pp = pos.data_ptr<int64_t>();
   const float *qp = qc.data_ptr<float>(), *kp = kc.data_ptr<float>(), *tp = table.data_ptr<float>();
   float *qo = q_out.data_ptr<float>(), *ko = k_out.data_ptr<float>();
@@ -102,13 +110,13 @@ std::tuple<torch::Tensor, torch::Tensor> apply_rotary(const torch::Tensor& posit
   return {q_out, k_out};
 }
 
-torch::Tensor silu_and_mul(const torch::Tensor& input) {
+at::Tensor silu_and_mul(const at::Tensor& input) {
   RECORD_FUNCTION("sglang_cpu_cpp::silu_and_mul", std::vector<c10::IValue>());
-  const torch::Tensor x = float_rows(input, "silu_and_mul");
+  const at::Tensor x = float_rows(input, "silu_and_mul");
   const int64_t width = x.size(-1), half = width / 2, rows = x.numel() / width;
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = half;
-  torch::Tensor out = torch::empty(shape, x.options());
+  at::Tensor out = at::empty(shape, x.options());
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
@@ -119,7 +127,7 @@ torch::Tensor silu_and_mul(const torch::Tensor& input) {
   return out;
 }
 
-}  // namespace
+}  // namespace sgl_cpu_cpp
 
 TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
@@ -129,17 +137,8 @@ TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
 }
 
 TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {
-  m.impl("rms_norm", &rms_norm);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm);
-  m.impl("apply_rotary", &apply_rotary);
-  m.impl("silu_and_mul", &silu_and_mul);
+  m.impl("rms_norm", &sgl_cpu_cpp::rms_norm);
+  m.impl("fused_add_rms_norm", &sgl_cpu_cpp::fused_add_rms_norm);
+  m.impl("apply_rotary", &sgl_cpu_cpp::apply_rotary);
+  m.impl("silu_and_mul", &sgl_cpu_cpp::silu_and_mul);
 }
-
-namespace sgl_cpu_cpp {
-void bind_glue(pybind11::module_& m) {
-  m.def("rms_norm", &rms_norm);
-  m.def("fused_add_rms_norm", &fused_add_rms_norm);
-  m.def("apply_rotary", &apply_rotary);
-  m.def("silu_and_mul", &silu_and_mul);
-}
-}  // namespace sgl_cpu_cpp

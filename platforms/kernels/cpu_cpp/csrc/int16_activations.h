@@ -28,8 +28,8 @@
 // Invariant: every output (m, n) sums its blocks in ascending order in one vector accumulator,
 // and its offsets' terms in ascending order in another, whatever the other rows of the call are.
 #pragma once
-#include <torch/extension.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 #include <c10/util/Half.h>
 #include <cmath>
 #include <cstring>
@@ -147,9 +147,9 @@ struct Tiles {
 // scales (and offsets) float32 [N, K / G]. Returns uint8 [ceil(N / 4), K / 32, record_bytes];
 // rows past N (the last tile's padding) are zero and their outputs are never stored.
 template <typename T>
-torch::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, int64_t N, int64_t K, int64_t G) {
+at::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, int64_t N, int64_t K, int64_t G) {
   const int64_t tiles = (N + TILE_N - 1) / TILE_N, blocks = K / BLOCK, groups = K / G, row_bytes = K * T::data_bytes / BLOCK;
-  torch::Tensor out = sgl_record_arena::allocate(tiles * blocks * T::record_bytes).view({tiles, blocks, T::record_bytes});
+  at::Tensor out = sgl_record_arena::allocate(tiles * blocks * T::record_bytes).view({tiles, blocks, T::record_bytes});
   uint8_t* base = out.data_ptr<uint8_t>();
   at::parallel_for(0, tiles, 16, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)

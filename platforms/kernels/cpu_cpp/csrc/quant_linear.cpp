@@ -19,8 +19,12 @@
 //   multiply-add), the same values the reference computes; only the summation order differs.
 // Within each kernel an output row does not depend on the other rows of the call (the float
 // kernel sums every output in k order, one FMA per k, whatever MR block it falls in).
-#include "bindings.h"
+#include "ops.h"
 #include "int16_activations.h"
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/record_function.h>
+#include <torch/library.h>
 
 namespace {
 
@@ -174,7 +178,7 @@ namespace q16 = sgl_int16_activations;
 
 // The int16-activation kernel on a weight's records, for each record layout pack_tiles makes.
 template <int Bits>
-void int16_matmul(const float* x, int64_t M, const torch::Tensor& tiles, int64_t N, float* y) {
+void int16_matmul(const float* x, int64_t M, const at::Tensor& tiles, int64_t N, float* y) {
   using Half = q16::Tiles<Bits, c10::Half>;
   using Full = q16::Tiles<Bits, float>;
   const uint8_t* records = tiles.data_ptr<uint8_t>();
@@ -185,18 +189,18 @@ void int16_matmul(const float* x, int64_t M, const torch::Tensor& tiles, int64_t
 }
 
 template <int Bits, typename Dequant>
-torch::Tensor run(const torch::Tensor& x, int64_t N, int64_t group, const torch::Tensor& tiles,
-                  const c10::optional<torch::Tensor>& bias, Dequant dequant) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "quantized linear: x must be float32");
+at::Tensor run(const at::Tensor& x, int64_t N, int64_t group, const at::Tensor& tiles,
+               const std::optional<at::Tensor>& bias, Dequant dequant) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "quantized linear: x must be float32");
   const int64_t K = x.size(-1);
   TORCH_CHECK(K % 8 == 0, "quantized linear: in_features must be a multiple of 8");
   // Contiguous x is rows of K whatever its leading dimensions, and y is allocated in its final
   // shape: no reshape calls (at decode each costs about as much as a small kernel).
-  const torch::Tensor x2 = x.contiguous();
+  const at::Tensor x2 = x.contiguous();
   const int64_t M = x2.numel() / K;
   std::vector<int64_t> out_shape = x.sizes().vec();
   out_shape.back() = N;
-  torch::Tensor y = torch::empty(out_shape, x.options());
+  at::Tensor y = at::empty(out_shape, x.options());
   const float* xp = x2.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   if (M <= q16::Tiles<Bits, float>::max_rows && q16::serves(K, group)) {
@@ -221,9 +225,31 @@ torch::Tensor run(const torch::Tensor& x, int64_t N, int64_t group, const torch:
   return y;
 }
 
-torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, const torch::Tensor& scales,
-                          const torch::Tensor& offsets, int64_t group, const torch::Tensor& tiles,
-                          const c10::optional<torch::Tensor>& bias) {
+// Whether every value survives a round trip through float16 (then the records store float16).
+bool exact_in_half(const at::Tensor& values) {
+  return values.numel() == 0 || at::equal(values.to(at::kHalf).to(at::kFloat), values);
+}
+
+template <int Bits>
+at::Tensor pack_records(const at::Tensor& data, const at::Tensor& scales, const float* offsets, bool half,
+                        int64_t K, int64_t group) {
+  TORCH_CHECK(data.is_contiguous() && scales.is_contiguous(), "tiles: layout");
+  // No records where the int16 kernel does not serve the weight: the float kernel takes every call.
+  if (!q16::serves(K, group)) return at::empty({0, 0, 0}, at::kByte);
+  const uint8_t* d = static_cast<const uint8_t*>(data.data_ptr());
+  const float* s = scales.data_ptr<float>();
+  const int64_t N = data.size(0);
+  return half ? q16::pack<q16::Tiles<Bits, c10::Half>>(d, s, offsets, N, K, group)
+              : q16::pack<q16::Tiles<Bits, float>>(d, s, offsets, N, K, group);
+}
+
+}  // namespace
+
+namespace sgl_cpu_cpp {
+
+at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& scales,
+                       const at::Tensor& offsets, int64_t group, const at::Tensor& tiles,
+                       const std::optional<at::Tensor>& bias) {
   RECORD_FUNCTION("sglang_cpu_cpp::int4_linear", std::vector<c10::IValue>());
   const int64_t N = packed.size(0), K = packed.size(1) * 2;
   TORCH_CHECK(x.size(-1) == K && K % 32 == 0 && group % 32 == 0 && K % group == 0, "int4_linear: bad shapes");
@@ -235,8 +261,8 @@ torch::Tensor int4_linear(const torch::Tensor& x, const torch::Tensor& packed, c
                 [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); });
 }
 
-torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, const torch::Tensor& scales,
-                          int64_t group, const torch::Tensor& tiles, const c10::optional<torch::Tensor>& bias) {
+at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales,
+                       int64_t group, const at::Tensor& tiles, const std::optional<at::Tensor>& bias) {
   RECORD_FUNCTION("sglang_cpu_cpp::int8_linear", std::vector<c10::IValue>());
   const int64_t N = qweight.size(0), K = qweight.size(1);
   TORCH_CHECK(x.size(-1) == K && group % 8 == 0 && K % group == 0, "int8_linear: bad shapes");
@@ -247,36 +273,18 @@ torch::Tensor int8_linear(const torch::Tensor& x, const torch::Tensor& qweight, 
                 [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); });
 }
 
-// Whether every value survives a round trip through float16 (then the records store float16).
-bool exact_in_half(const torch::Tensor& values) {
-  return values.numel() == 0 || torch::equal(values.to(torch::kHalf).to(torch::kFloat), values);
-}
-
-template <int Bits>
-torch::Tensor pack_records(const torch::Tensor& data, const torch::Tensor& scales, const float* offsets, bool half,
-                           int64_t K, int64_t group) {
-  TORCH_CHECK(data.is_contiguous() && scales.is_contiguous(), "tiles: layout");
-  // No records where the int16 kernel does not serve the weight: the float kernel takes every call.
-  if (!q16::serves(K, group)) return torch::empty({0, 0, 0}, torch::kUInt8);
-  const uint8_t* d = static_cast<const uint8_t*>(data.data_ptr());
-  const float* s = scales.data_ptr<float>();
-  const int64_t N = data.size(0);
-  return half ? q16::pack<q16::Tiles<Bits, c10::Half>>(d, s, offsets, N, K, group)
-              : q16::pack<q16::Tiles<Bits, float>>(d, s, offsets, N, K, group);
-}
-
-torch::Tensor int4_tiles(const torch::Tensor& packed, const torch::Tensor& scales, const torch::Tensor& offsets,
-                         int64_t group) {
+at::Tensor int4_tiles(const at::Tensor& packed, const at::Tensor& scales, const at::Tensor& offsets,
+                      int64_t group) {
   TORCH_CHECK(offsets.is_contiguous(), "int4_tiles: layout");
   const bool half = exact_in_half(scales) && exact_in_half(offsets);
   return pack_records<4>(packed, scales, offsets.data_ptr<float>(), half, packed.size(1) * 2, group);
 }
 
-torch::Tensor int8_tiles(const torch::Tensor& qweight, const torch::Tensor& scales, int64_t group) {
+at::Tensor int8_tiles(const at::Tensor& qweight, const at::Tensor& scales, int64_t group) {
   return pack_records<8>(qweight, scales, nullptr, exact_in_half(scales), qweight.size(1), group);
 }
 
-}  // namespace
+}  // namespace sgl_cpu_cpp
 
 TORCH_LIBRARY(sglang_cpu_cpp, m) {
   m.def("int4_linear(Tensor x, Tensor packed, Tensor scales, Tensor offsets, int group, Tensor tiles, Tensor? bias)"
@@ -287,17 +295,8 @@ TORCH_LIBRARY(sglang_cpu_cpp, m) {
 }
 
 TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {
-  m.impl("int4_linear", &int4_linear);
-  m.impl("int8_linear", &int8_linear);
-  m.impl("int4_tiles", &int4_tiles);
-  m.impl("int8_tiles", &int8_tiles);
+  m.impl("int4_linear", &sgl_cpu_cpp::int4_linear);
+  m.impl("int8_linear", &sgl_cpu_cpp::int8_linear);
+  m.impl("int4_tiles", &sgl_cpu_cpp::int4_tiles);
+  m.impl("int8_tiles", &sgl_cpu_cpp::int8_tiles);
 }
-
-namespace sgl_cpu_cpp {
-void bind_linear(pybind11::module_& m) {
-  m.def("int4_linear", &int4_linear);
-  m.def("int8_linear", &int8_linear);
-  m.def("int4_tiles", &int4_tiles);
-  m.def("int8_tiles", &int8_tiles);
-}
-}  // namespace sgl_cpu_cpp

@@ -6,7 +6,8 @@
 // (1.1-1.17x). A layer's records are 0.3-1.1 MiB, less than a huge page, so they are carved out
 // of shared 32 MiB chunks; a chunk's memory is freed when the last records in it are.
 #pragma once
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -21,23 +22,23 @@ constexpr int64_t CHUNK = int64_t{32} << 20;
 constexpr int64_t ALIGN = 64;  // each span starts on a cache line
 
 // `bytes` (rounded up to huge pages) of huge-page-advised memory as a uint8 tensor that frees it.
-inline torch::Tensor huge_page_block(int64_t bytes) {
+inline at::Tensor huge_page_block(int64_t bytes) {
   const int64_t size = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
   void* memory = nullptr;
   TORCH_CHECK(posix_memalign(&memory, HUGE_PAGE, size) == 0, "record arena: out of memory (", size, " bytes)");
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   madvise(memory, size, MADV_HUGEPAGE);  // advice only: without transparent huge pages it is ignored
 #endif
-  return torch::from_blob(memory, {size}, [](void* p) { std::free(p); }, torch::kUInt8);
+  return at::from_blob(memory, {size}, [](void* p) { std::free(p); }, at::kByte);
 }
 
 // A zeroed uint8 span of `bytes`: a slice of the current chunk, or a block of its own when it
 // would take more than half a chunk.
-inline torch::Tensor allocate(int64_t bytes) {
+inline at::Tensor allocate(int64_t bytes) {
   static std::mutex lock;
-  static torch::Tensor chunk;
+  static at::Tensor chunk;
   static int64_t used = CHUNK;
-  torch::Tensor span;
+  at::Tensor span;
   if (bytes > CHUNK / 2) {
     span = huge_page_block(bytes).narrow(0, 0, bytes);
   } else {
