@@ -56,6 +56,7 @@ class Children:
 
             def exited(process: BaseProcess = process) -> None:
                 loop.remove_reader(process.sentinel)
+                process.join(1)  # the sentinel says it ended; reaping it gives the exit code
                 on_dead(f"the {process.name} process exited unexpectedly (exit code {process.exitcode})")
 
             loop.add_reader(process.sentinel, exited)

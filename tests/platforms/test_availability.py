@@ -113,6 +113,12 @@ def test_tpu(monkeypatch, fake_packages) -> None:
     monkeypatch.setitem(sys.modules, "torchax", None)
     assert reason(TpuPlatform).startswith("torchax is not installed")
     fake_packages("torchax", "")
+    monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
+    # Without a TPU runtime JAX is not even asked (its probe would log a TPU warning on any machine).
+    assert reason(TpuPlatform) == (
+        "no TPU device visible (libtpu is not installed); JAX_PLATFORMS=cpu runs the tpu platform on XLA:CPU"
+    )
+    monkeypatch.setenv("TPU_LIBRARY_PATH", "/opt/libtpu.so")
     assert reason(TpuPlatform) == (
         "no TPU device visible (Unknown backend: 'tpu' requested, but no platforms are tpu.); "
         "JAX_PLATFORMS=cpu runs the tpu platform on XLA:CPU"

@@ -53,7 +53,10 @@ def test_ragged_attention_bf16_is_fp32_attention_rounded_once(xla_cpu: None) -> 
 
     rounded = np.asarray(jnp.asarray(attend(jnp.float32)).astype(jnp.bfloat16).astype(jnp.float32))
     error = np.abs(attend(jnp.bfloat16) - rounded)
-    assert (error <= np.abs(rounded) * BF16_STEP).all(), f"max error {error.max():.3g}"
+    # One step relative, with a floor of an eighth of a step absolute: where the value sum nearly
+    # cancels (an output near 0), a CPU with native bf16 arithmetic (AVX512-BF16: XLA then takes
+    # other kernels) lands a few 1e-4 away, which no relative bound allows.
+    assert (error <= np.abs(rounded) * BF16_STEP + BF16_STEP / 8).all(), f"max error {error.max():.3g}"
 
 
 def _first_step_logits(loaded: LoadedModel, prompt: list[int]) -> torch.Tensor:
