@@ -77,8 +77,13 @@ def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, dera
     started_at = time.perf_counter()
     before = engine.get_server_info()
 
-    @settings(max_examples=examples, deadline=None, derandomize=derandomize, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=derandomize,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(workload=workloads(target.budget))
     def run(workload: Workload) -> None:
         near_ties, _ = check_workload(engine, oracle, workload)

@@ -66,8 +66,10 @@ def compare(output: dict[str, Any], reference: dict[str, Any], complete: bool) -
         return Verdict(ours == theirs, f"finish_reason {ours}, oracle {theirs}")
     (best, best_id), (second, second_id) = reference["meta_info"]["output_top_logprobs"][differ][:2]
     gap = best - second
-    where = (f"output token {differ}: {ids[differ]}, oracle {ref_ids[differ]} (its top two: {best_id} {best:.6f}, "
-             f"{second_id} {second:.6f}; gap {gap:.2e})")  # fmt: skip
+    where = (
+        f"output token {differ}: {ids[differ]}, oracle {ref_ids[differ]} (its top two: {best_id} {best:.6f}, "
+        f"{second_id} {second:.6f}; gap {gap:.2e})"
+    )
     if gap <= NEAR_TIE_LOGPROB:
         return Verdict(True, f"near tie at {where}", near_tie=True)
     return Verdict(False, where)

@@ -68,9 +68,13 @@ class PoolDecodeAttention(SdpaAttention):
         # for every bucket keeps per-bucket constants (its lengths) out of the compiled step.
         rows = AttentionInputs((1,), (1,), self._slots[:1])
         return PoolAttentionMetadata(
-            inputs=rows, new_slots=self._new_slots[:batch], decode_rows=self._q_index[:batch],
-            decode_q_index=self._q_index[:batch], pool_slots=self._slots, pool_starts=self._starts[: batch + 1],
-        )  # fmt: skip
+            inputs=rows,
+            new_slots=self._new_slots[:batch],
+            decode_rows=self._q_index[:batch],
+            decode_q_index=self._q_index[:batch],
+            pool_slots=self._slots,
+            pool_starts=self._starts[: batch + 1],
+        )
 
     def replay_metadata(self, batch: int, inputs: AttentionInputs) -> None:
         starts = torch.tensor(inputs.kv_starts, dtype=torch.long)
