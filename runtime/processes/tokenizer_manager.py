@@ -120,6 +120,8 @@ class TokenizerManager:
     def prepare(self, item: SingleInput) -> GenerateRequest:
         """Tokenizes and validates one prompt; raises InvalidRequestError for bad input."""
         ids = item.input_ids if item.input_ids is not None else self._encode_within_context(item.text)
+        if not ids:  # text of only characters the tokenizer drops (control characters, say)
+            raise InvalidRequestError("the prompt has no tokens once tokenized", "text")
         vocab = self.info.vocab_size
         if any(t < 0 or t >= vocab for t in ids):
             raise InvalidRequestError(f"input_ids must lie in [0, {vocab})", "input_ids")

@@ -126,6 +126,8 @@ def test_invalid_request_fields_are_rejected(engine: Engine) -> None:
         engine.generate(input_ids=[1, 2, 10**7])
     with pytest.raises(InvalidRequestError):
         engine.generate("")
+    with pytest.raises(InvalidRequestError, match="no tokens once tokenized"):
+        engine.generate("\x1d")  # a control character the tokenizer drops (found by tests/e2e/test_fuzz.py)
     with pytest.raises(InvalidRequestError, match="logprob_start_len"):
         engine.generate("Hello", GREEDY, return_logprob=True, logprob_start_len=50)
     # The same type checks as a /generate body: a numeric rid or a truthy non-boolean is refused.
