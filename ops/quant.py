@@ -15,7 +15,8 @@ float32 arithmetic (`q * scale + offset`, one rounding), so a kernel that dequan
 accumulates in float32 differs from the reference only by summation order.
 
 Rows are independent, so a weight may be cut and stacked by rows (`rows`, `cat_rows`): that is
-how fused projections (q/k/v, gate/up) and embedding lookups are built.
+how fused projections (q/k/v, gate/up), embedding lookups and column-parallel shards are built.
+Columns may be cut on group boundaries (`columns`): a row-parallel shard.
 """
 
 from __future__ import annotations
@@ -89,6 +90,21 @@ class QuantizedWeight:
         pick = (lambda t: t[index]) if isinstance(index, slice) else (lambda t: t.index_select(0, index))
         offsets = None if self.offsets is None else pick(self.offsets)
         return QuantizedWeight(self.format, pick(self.qdata), pick(self.scales), offsets, self.dtype)
+
+    def columns(self, start: int, size: int) -> QuantizedWeight:
+        """Input features `[start, start + size)` of every row, still quantized: a row-parallel
+        shard. The cut must fall on group boundaries (and, for int4, on 32-value blocks), since
+        a group's scale covers features on both sides of any other cut."""
+        unit = max(self.group, 32) if self.format.bits == 4 else self.group
+        if start % unit or size % unit:
+            raise ValueError(
+                f"{self.format.name}: input features [{start}, {start + size}) do not fall on groups of {unit}"
+            )
+        per_byte = 2 if self.format.bits == 4 else 1
+        data = self.qdata[:, start // per_byte : (start + size) // per_byte]
+        groups = slice(start // self.group, (start + size) // self.group)
+        offsets = None if self.offsets is None else self.offsets[:, groups].contiguous()
+        return QuantizedWeight(self.format, data.contiguous(), self.scales[:, groups].contiguous(), offsets, self.dtype)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         n, k = self.shape

@@ -7,7 +7,10 @@ layer's weight for a quantized one, from either
   rows stacked in order); otherwise it stays dense;
 - `target`: `--quantization`, which quantizes every decoder-layer linear that stayed dense (the
   embedding and lm_head keep what the checkpoint gives).
-A tied lm_head keeps sharing the embedding's weight. The model's ops see the weight through
+A tied lm_head keeps sharing the embedding's weight. Under tensor parallelism a kept weight is cut
+to the rank's slice the layer declares (`checkpoint_reads`): rows for column-parallel layers and
+the vocabulary, input columns on group boundaries for row-parallel ones; `target` quantizes the
+rank's dense shard. The model's ops see the weight through
 `ops.linear` / `ops.embedding`, whose candidates declare the formats they serve.
 `prime_quantized_layers` then calls each quantized layer once, so that what a kernel builds on
 first use (the cpu kernels' weight records) is built at load, not in the first request.
@@ -25,6 +28,7 @@ from sglang import ops
 from sglang.ops.quant import DENSE, QuantizedWeight, WeightFormat, cat_rows, quantize
 from sglang.runtime.layers.linear import Linear
 from sglang.runtime.layers.parallel import VocabParallelEmbedding
+from sglang.runtime.layers.sharding import ShardingError
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +52,18 @@ def planned_formats(kept: Mapping[str, QuantizedWeight], target: WeightFormat | 
     return ",".join(sorted(names))
 
 
+def rank_shard(weight: QuantizedWeight, index: tuple[slice, ...]) -> QuantizedWeight:
+    """This rank's slice of a whole checkpoint weight: rows (`index` cuts dimension 0) or input
+    columns (dimension 1, on group boundaries, else `ShardingError` with the reason)."""
+    if len(index) == 1:
+        return weight.rows(index[0])
+    columns = index[1]
+    try:
+        return weight.columns(columns.start, columns.stop - columns.start)
+    except ValueError as err:
+        raise ShardingError(f"a quantized weight cannot be split over this tensor-parallel size: {err}") from err
+
+
 def _swap(module: nn.Module, weight: QuantizedWeight) -> None:
     del module.weight  # the dense Parameter: the quantized weight replaces it
     module.weight = weight
@@ -57,8 +73,7 @@ def apply_weight_formats(
     model: nn.Module, kept: Mapping[str, QuantizedWeight], target: WeightFormat | None, dtype: torch.dtype
 ) -> dict[str, int]:
     """Swaps in quantized weights; returns how many layers took each format."""
-    if (kept or target) and getattr(model, "reads", None):
-        raise NotImplementedError("quantized weights under tensor parallelism are not supported yet")
+    reads = getattr(model, "reads", None) or {}
     counts: dict[str, int] = {}
     embed = None
     for path, module in list(model.named_modules()):
@@ -66,7 +81,9 @@ def apply_weight_formats(
             embed = module
         if not isinstance(module, (Linear, VocabParallelEmbedding)) or not isinstance(module.weight, nn.Parameter):
             continue
-        parts = [kept.get(name) for name in checkpoint_parts(path, module)]
+        names = checkpoint_parts(path, module)
+        parts = [kept.get(name) for name in names]
+        parts = [rank_shard(p, reads[n]) if p is not None and n in reads else p for p, n in zip(parts, names)]
         if all(p is not None for p in parts) and len({p.format for p in parts}) == 1:
             weight = cat_rows(parts)
         elif target is not None and isinstance(module, Linear) and ".layers." in f".{path}":
