@@ -11,6 +11,8 @@ positions and attention metadata buffers and updates the KV buffers in place.
   costs"). The interpreter runs with its graph optimizations off: they may fold an op whose inputs
   are all recorded tensors into a constant, and the static buffers change between replays.
   Capturing a bucket takes a fraction of a second, so every batch size can be its own bucket.
+  `torch.jit.trace` is deprecated; where a torch has none, a bucket's step replays the Python
+  step itself over its static buffers (logged once): the same tokens, without the speed-up.
 - `CompiledDecodeRuntime` (`SGLANG_CPU_COMPILE_DECODE=1`) compiles the step with inductor
   (`torch.compile`); a cold compile takes minutes on a small machine, and on 2 cores it ran
   slower than eager. Inductor's artifacts are kept under `$SGLANG_CACHE_DIR/inductor` (default
@@ -19,6 +21,7 @@ positions and attention metadata buffers and updates the KV buffers in place.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -29,6 +32,7 @@ import torch
 
 from sglang.ops.step import StepOutput
 from sglang.platforms.cache import cache_root
+from sglang.platforms.cpu.platform import COMPILE_ENV
 from sglang.platforms.device_runtime import BucketStep, DeviceRuntime
 
 logger = logging.getLogger(__name__)
@@ -39,6 +43,9 @@ class TracedDecodeRuntime(DeviceRuntime):
         # One eager run first: what a kernel builds on first use (the cpu_cpp linear's weight
         # records) is then built outside the trace, which would record only its result.
         step(kv_buffers)
+        if getattr(torch.jit, "trace", None) is None:
+            _log_untraced_once()
+            return step
         started = time.perf_counter()
         with warnings.catch_warnings():
             # A tracer warning means the step read a tensor's value into Python, which the trace
@@ -54,6 +61,17 @@ class TracedDecodeRuntime(DeviceRuntime):
             return logits, list(written)
 
         return run
+
+
+@functools.cache
+def _log_untraced_once() -> None:
+    logger.warning(
+        "torch %s has no torch.jit.trace: captured decode steps replay the Python step over their "
+        "static buffers, untraced (same tokens, without the trace's speed-up); %s=1 compiles them "
+        "with inductor instead",
+        torch.__version__,
+        COMPILE_ENV,
+    )
 
 
 TupleStep = Callable[[tuple[torch.Tensor, ...]], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]

@@ -2,7 +2,8 @@
 step static: traced (the default) and compiled by inductor (`SGLANG_CPU_COMPILE_DECODE=1`).
 
 The embedded model, served quantized, decodes five chat prompts of different lengths through the
-graph runner with buckets (1, 2, 4, 8) and through the eager step. Rows leave one by one, so the
+graph runner with buckets (1, 2, 4, 8) and through the eager step; and once more with
+`torch.jit.trace` removed (it is deprecated), where the buckets replay the untraced step. Rows leave one by one, so the
 batch runs as bucket 8 (5 rows, 3 padded), then 4 (4 and 3 rows: across a bucket boundary), 2
 and 1. Every row's tokens must match the eager ones exactly: the padding writes only the scratch
 slot, the kernels' results do not depend on the batch size, and a replay reads the step's new
@@ -64,9 +65,14 @@ def greedy(runner: ModelRunner, prompts: list[list[int]]) -> list[list[int]]:
 
 
 @pytest.mark.parametrize(
-    "compiled", [pytest.param(False, id="traced"), pytest.param(True, id="compiled", marks=pytest.mark.slow)]
+    ("compiled", "traceable"),
+    [
+        pytest.param(False, True, id="traced"),
+        pytest.param(False, False, id="torch-without-jit-trace"),
+        pytest.param(True, True, id="compiled", marks=pytest.mark.slow),
+    ],
 )
-def test_captured_buckets_match_eager(monkeypatch, compiled: bool) -> None:
+def test_captured_buckets_match_eager(monkeypatch, caplog, compiled: bool, traceable: bool) -> None:
     loaded = load_model(ServerArgs(device="cpu"))
     tokenizer = loaded.load_tokenizer()
     prompts = [
@@ -84,9 +90,13 @@ def test_captured_buckets_match_eager(monkeypatch, compiled: bool) -> None:
         monkeypatch.delenv(COMPILE_ENV, raising=False)
     platform = CpuPlatform()
     assert isinstance(platform.runtime, CompiledDecodeRuntime if compiled else TracedDecodeRuntime)
+    if not traceable:  # torch.jit.trace is deprecated: a torch that removed it still serves
+        monkeypatch.delattr(torch.jit, "trace")
     runner = ModelRunner(loaded.model, platform, slots, graph_buckets=BucketPolicy((1, 2, 4, 8)))
     assert isinstance(runner.step_runner, CapturedStepRunner)
-    assert greedy(runner, prompts) == eager
+    with caplog.at_level("WARNING", logger="sglang.platforms.cpu.runtime"):
+        assert greedy(runner, prompts) == eager
+    assert ("has no torch.jit.trace" in caplog.text) == (not traceable)
     assert sorted(runner.step_runner.stats.captured_buckets) == [1, 2, 4, 8]
 
 
