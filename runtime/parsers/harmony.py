@@ -84,7 +84,7 @@ class HarmonyReasoningStream:
         return out, True
 
     def _emit(self, piece: str) -> ReasoningDelta:
-        if not piece or (self._phase == "outside" and not piece.strip()):
+        if not piece:
             return ReasoningDelta()
         return ReasoningDelta(reasoning=piece) if self._kind == "reasoning" else ReasoningDelta(content=piece)
 

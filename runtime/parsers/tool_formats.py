@@ -243,7 +243,9 @@ class GptOss(ToolFormat):
                 break
             pos = text.find(self.TO, end)
         if not calls and pos < 0:
-            return Scan(len(text), [])
+            after = text.rfind(self.MESSAGE) + 1  # a header still open may address a function
+            opens = [i for m in self.markers if (i := text.find(m, after)) >= 0]
+            return Scan(min(opens, default=len(text)), [])
         return Scan(content_end, calls)
 
 
