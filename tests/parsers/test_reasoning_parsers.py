@@ -11,8 +11,7 @@ from sglang.runtime.parsers import REASONING_PARSERS, ReasoningDelta, reasoning_
 from sglang.runtime.parsers.reasoning import TAG_FORMATS
 
 HARMONY = (
-    "<|channel|>analysis<|message|>Think: 2+2.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>It is 4.<|return|>"
+    "<|channel|>analysis<|message|>Think: 2+2.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.<|return|>"
 )
 HARMONY_CALL = (
     "<|channel|>analysis<|message|>Need the weather.<|end|>"

@@ -99,7 +99,8 @@ def test_stream_deltas_have_openais_shape(name: str, text: str, content: str, ca
 
 
 def test_plain_json_of_forced_calls_streams_no_content() -> None:
-    text = '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}, {"name": "get_time", "arguments": {}}]'
+    text = '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}, '
+    text += '{"name": "get_time", "arguments": {}}]'
     deltas, streamed = _stream(None, list(text), forced=True)
     assert not any(d.content for d in deltas)
     assert _functions(streamed.calls) == [("get_weather", WEATHER), ("get_time", {})]

@@ -21,6 +21,9 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import ValidationError
 
+from sglang.runtime.parsers import ParsedOutput, ToolCallStream, parse_tool_calls
+from sglang.runtime.parsers.tool_formats import DEFAULT_FORMAT, FORCED_FORMAT
+from sglang.runtime.parsers.tool_stream import merge_calls
 from sglang.runtime.processes.messages import ReadyInfo
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
 from sglang.runtime.requests.sampling_params import SamplingParams, SamplingParamsError
@@ -42,9 +45,6 @@ from sglang.runtime.server.openai.protocol import ChatCompletionRequest, ChatMes
 from sglang.runtime.server.openai.responses import ResponseHeader, finish_reason, openai_error, usage
 from sglang.runtime.server.openai.sampling import Constraint, native_names, pick_grammar
 from sglang.runtime.server.openai.streaming import SSE_DONE, merged, open_stream, per_choice_inputs
-from sglang.runtime.parsers import ParsedOutput, ToolCallStream, parse_tool_calls
-from sglang.runtime.parsers.tool_formats import DEFAULT_FORMAT, FORCED_FORMAT
-from sglang.runtime.parsers.tool_stream import merge_calls
 from sglang.runtime.server.openai.tool_calls import forced_call_schema
 from sglang.runtime.server.state import ServerState
 from sglang.runtime.server_args import ServerArgs
