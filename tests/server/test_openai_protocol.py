@@ -769,3 +769,40 @@ def test_client_going_away_stops_generation(tokenizer: Any) -> None:
 async def _drain(body: Any) -> None:
     async for _ in body:
         pass
+
+
+# -- reasoning and tool-call parsers in chat -----------------------------------------------------
+def test_chat_separates_reasoning_then_parses_calls(tokenizer: Any, smol_template: str) -> None:
+    call = '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lima"}}]'
+    text = f"<think>Need weather.</think>On it. {call}"
+    plan = chat_plan(chat(tools=[WEATHER], stream=True), tokenizer, smol_template, "qwen3", "mistral")
+    chunks = _run_chunker(ChatChunker(HEADER, plan, token_text(tokenizer)), [_cumulative(text, step=3)])
+    parsed = [ChatCompletionChunk.model_validate(c).choices[0] for c in chunks]
+    assert "".join(getattr(c.delta, "reasoning_content", None) or "" for c in parsed) == "Need weather."
+    assert "".join(c.delta.content or "" for c in parsed) == "On it. "
+    deltas = [call.model_dump(exclude_none=True) for c in parsed for call in c.delta.tool_calls or []]
+    assert _functions_of(merge_calls(deltas)) == [("get_weather", {"city": "Lima"})]
+    assert parsed[-1].finish_reason == "tool_calls"
+    whole = chat_response(HEADER, plan, [output(text, STOP)], token_text(tokenizer))["choices"][0]
+    assert whole["message"]["reasoning_content"] == "Need weather." and whole["message"]["content"] == "On it."
+    assert _functions_of(whole["message"]["tool_calls"]) == [("get_weather", {"city": "Lima"})]
+    assert whole["finish_reason"] == "tool_calls"
+
+
+def _functions_of(calls: list[dict[str, Any]]) -> list[tuple[str, dict]]:
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+
+
+def test_reasoning_switches_in_the_plan(tokenizer: Any, smol_template: str) -> None:
+    assert chat_plan(chat(), tokenizer, smol_template).reasoning is None  # no parser configured
+    assert chat_plan(chat(separate_reasoning=False), tokenizer, smol_template, "qwen3").reasoning is None
+    forced = chat(tools=[WEATHER], tool_choice="required")
+    assert chat_plan(forced, tokenizer, smol_template, "deepseek-r1").reasoning is None  # the output is all call
+    plan = chat_plan(chat(reasoning_effort="none"), tokenizer, smol_template, "deepseek-r1")
+    assert plan.reasoning is not None
+    assert plan.reasoning.template_kwargs == {"thinking": False, "enable_thinking": False}
+    message = chat_response(HEADER, plan, [output("a</think>b", STOP)], token_text(tokenizer))["choices"][0]["message"]
+    assert message["content"] == "a</think>b" and message["reasoning_content"] is None  # R1 not forced: no thought
+    explicit = chat(reasoning_effort="none", chat_template_kwargs={"enable_thinking": True})
+    kwargs = chat_plan(explicit, tokenizer, smol_template, "deepseek-r1").reasoning.template_kwargs
+    assert kwargs == {"thinking": False, "enable_thinking": True}  # the client's own switch wins

@@ -126,6 +126,17 @@ def _format_grammar(response_format: ResponseFormat | None) -> Grammar | None:
     return "json_schema", json.dumps(response_format.json_schema.schema_ or {"type": "object"})
 
 
+def _template_kwargs(request: ChatCompletionRequest) -> dict[str, Any]:
+    """chat_template_kwargs, where `reasoning_effort` sets the thinking switches the client left
+    unset, as upstream does: "none" turns thinking off, any other effort on. Templates read
+    `enable_thinking` (Qwen3, GLM-4.5) or `thinking` (DeepSeek-V3, Kimi K2); so do the parsers."""
+    kwargs = dict(request.chat_template_kwargs or {})
+    if request.reasoning_effort is not None:
+        kwargs.setdefault("thinking", request.reasoning_effort != "none")
+        kwargs.setdefault("enable_thinking", request.reasoning_effort != "none")
+    return kwargs
+
+
 def chat_plan(
     request: ChatCompletionRequest,
     tokenizer: Any,
@@ -145,11 +156,12 @@ def chat_plan(
     candidates = {"response_format": _format_grammar(request.response_format), "tool_choice": tool_grammar}
     constraint = pick_grammar({**candidates, **sgl_grammars(request)})
     native = supports_tools(template)
+    template_kwargs = _template_kwargs(request)
     messages = template_messages(request.messages, told, native)
     tools = told if native else None
     try:
         text = render_chat(
-            tokenizer, template, messages, tools, request.continue_final_message, request.chat_template_kwargs
+            tokenizer, template, messages, tools, request.continue_final_message, template_kwargs
         )
     except ChatTemplateError as e:
         raise ApiError(400, str(e), "messages") from None
@@ -166,7 +178,7 @@ def chat_plan(
     names = native_names("messages", constraint)
     split = None
     if reasoning_parser is not None and request.separate_reasoning and not (parsing and parsing.forced):
-        split = ReasoningSplit(reasoning_parser, request.chat_template_kwargs, request.stream_reasoning)
+        split = ReasoningSplit(reasoning_parser, template_kwargs, request.stream_reasoning)
     return ChatPlan(obj, request.n, parsing, split, request.logprobs, include_usage, names)
 
 
