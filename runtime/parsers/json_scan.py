@@ -11,6 +11,7 @@ text already showed, which is what lets a stream send a prefix of the arguments 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 _WS = " \t\r\n"
@@ -24,45 +25,46 @@ def skip_ws(text: str, i: int) -> int:
     return i
 
 
-def value_end(text: str, i: int) -> int | None:
+def _specials(quotes: str) -> re.Pattern[str]:
+    return re.compile("[" + re.escape(quotes + "\\{}[]") + "]")
+
+
+_JSON_SPECIALS, _PYTHON_SPECIALS = _specials('"'), _specials("\"'")
+
+
+def value_end(text: str, i: int, python: bool = False) -> int | None:
     """The index just past the JSON value starting at `text[i]` (no leading whitespace), or None
-    while it is incomplete. Malformed JSON is not detected here; `json.loads` on the slice is."""
+    while it is incomplete. `python`: a Python literal (strings in single quotes too). Malformed
+    values are not detected here; a parse of the slice is. Linear, and the characters between
+    quotes and brackets are skipped by the regex engine, since a stream rescans its text at
+    every piece."""
     if i >= len(text):
         return None
-    first = text[i]
-    if first == '"':
-        j = i + 1
-        while j < len(text):
-            if text[j] == "\\":
-                j += 2
-                continue
-            if text[j] == '"':
-                return j + 1
+    if text[i] not in ("{[\"'" if python else '{["'):
+        j = i  # a number, true, false or null: complete once something else follows it
+        while j < len(text) and text[j] not in _WS + ",}]":
             j += 1
-        return None
-    if first in "{[":
-        depth, j, in_string = 0, i, False
-        while j < len(text):
-            ch = text[j]
-            if in_string:
-                if ch == "\\":
-                    j += 1
-                elif ch == '"':
-                    in_string = False
-            elif ch == '"':
-                in_string = True
-            elif ch in "{[":
-                depth += 1
-            elif ch in "}]":
-                depth -= 1
+        return j if j < len(text) else None
+    specials = _PYTHON_SPECIALS if python else _JSON_SPECIALS
+    depth, quote, pos = 0, "", i
+    while (match := specials.search(text, pos)) is not None:
+        ch, pos = match.group(), match.end()
+        if quote:
+            if ch == "\\":
+                pos += 1  # the escaped character, whatever it is
+            elif ch == quote:
+                quote = ""
                 if depth == 0:
-                    return j + 1
-            j += 1
-        return None
-    j = i  # a number, true, false or null: complete once something else follows it
-    while j < len(text) and text[j] not in _WS + ",}]":
-        j += 1
-    return j if j < len(text) else None
+                    return pos  # the value was this string
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return pos
+    return None
 
 
 @dataclass(frozen=True)

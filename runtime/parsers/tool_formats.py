@@ -193,17 +193,15 @@ class Pythonic(ToolFormat):
             return Scan(0, [])
         if text[j] != "[":
             return Scan(len(text), [])
-        for close in (k for k in range(j, len(text)) if text[k] == "]"):
-            calls = self._calls(text[j : close + 1], close + 1)
-            if calls is not None:
-                return Scan(0, calls)
-        return Scan(0, [])
+        end = value_end(text, j, python=True)
+        calls = None if end is None else self._calls(text[j:end], end)
+        return Scan(0, calls or [])
 
     @staticmethod
     def _calls(source: str, end: int) -> list[CallScan] | None:
         try:
             tree = ast.parse(source, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # hostile nesting included
             return None
         if not isinstance(tree, ast.List) or not all(isinstance(e, ast.Call) for e in tree.elts):
             return None
@@ -213,7 +211,7 @@ class Pythonic(ToolFormat):
             try:
                 kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
                 arguments = json.dumps(kwargs, ensure_ascii=False)
-            except (ValueError, TypeError, SyntaxError):
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                 arguments = ""
             name = ast.unparse(call.func) if not call.args else None  # positional args: no call
             calls.append(CallScan(name, arguments, bool(arguments), end))
