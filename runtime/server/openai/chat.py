@@ -160,9 +160,7 @@ def chat_plan(
     messages = template_messages(request.messages, told, native)
     tools = told if native else None
     try:
-        text = render_chat(
-            tokenizer, template, messages, tools, request.continue_final_message, template_kwargs
-        )
+        text = render_chat(tokenizer, template, messages, tools, request.continue_final_message, template_kwargs)
     except ChatTemplateError as e:
         raise ApiError(400, str(e), "messages") from None
     max_new_tokens = request.max_completion_tokens or request.max_tokens
