@@ -179,6 +179,10 @@ REASONING_PARSERS: dict[str, Callable[[Mapping[str, Any] | None, bool], Reasonin
 }
 """`--reasoning-parser` names -> factory(chat_template_kwargs, stream_reasoning)."""
 
+KEEPS_SPECIAL_TOKENS = frozenset({"gpt-oss", "mistral"})
+"""Parsers whose markers are special tokens in their models' vocabularies, which detokenizing
+with skip_special_tokens (the default) would drop."""
+
 
 def reasoning_parser(
     name: str, template_kwargs: Mapping[str, Any] | None = None, stream_reasoning: bool = True

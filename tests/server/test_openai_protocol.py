@@ -806,3 +806,14 @@ def test_reasoning_switches_in_the_plan(tokenizer: Any, smol_template: str) -> N
     explicit = chat(reasoning_effort="none", chat_template_kwargs={"enable_thinking": True})
     kwargs = chat_plan(explicit, tokenizer, smol_template, "deepseek-r1").reasoning.template_kwargs
     assert kwargs == {"thinking": False, "enable_thinking": True}  # the client's own switch wins
+
+
+def test_parsed_outputs_keep_special_tokens_unless_the_client_says(tokenizer: Any, smol_template: str) -> None:
+    def skip(body: dict[str, Any], reasoning: str | None = None) -> Any:
+        plan = chat_plan(chat(**body), tokenizer, smol_template, reasoning)
+        return plan.input.sampling_params.get("skip_special_tokens")
+
+    assert skip({}) is None and skip({}, "qwen3") is None  # `<think>` is ordinary text
+    assert skip({"tools": [WEATHER]}) is False and skip({}, "gpt-oss") is False  # markers may be special tokens
+    assert skip({"tools": [WEATHER], "skip_special_tokens": True}) is True
+    assert skip({"tools": [WEATHER], "tool_choice": "none"}) is None

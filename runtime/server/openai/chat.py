@@ -22,6 +22,7 @@ from fastapi import APIRouter, Request, Response
 
 from sglang.runtime import parsers
 from sglang.runtime.parsers import ReasoningParser, ToolCallStream, ToolFormat, parse_tool_calls
+from sglang.runtime.parsers.reasoning import KEEPS_SPECIAL_TOKENS
 from sglang.runtime.parsers.tool_formats import FORCED_FORMAT, tool_format
 from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError
@@ -163,10 +164,17 @@ def chat_plan(
         text = render_chat(tokenizer, template, messages, tools, request.continue_final_message, template_kwargs)
     except ChatTemplateError as e:
         raise ApiError(400, str(e), "messages") from None
-    max_new_tokens = request.max_completion_tokens or request.max_tokens
+    split = None
+    if reasoning_parser is not None and request.separate_reasoning and not (parsing and parsing.forced):
+        split = ReasoningSplit(reasoning_parser, template_kwargs, request.stream_reasoning)
+    params = sampling_params(request, request.max_completion_tokens or request.max_tokens, constraint)
+    if parsing is not None or (split is not None and split.name in KEEPS_SPECIAL_TOKENS):
+        # The markers the parsers read (`<|python_tag|>`, `[TOOL_CALLS]`, Harmony's) may be
+        # special tokens: kept in the text unless the client says otherwise, as upstream.
+        params.setdefault("skip_special_tokens", False)
     obj = GenerateInput(
         input_ids=prompt_ids(tokenizer, text),
-        sampling_params=sampling_params(request, max_new_tokens, constraint),
+        sampling_params=params,
         return_logprob=request.logprobs,
         top_logprobs_num=request.top_logprobs or 0,
         rid=request.rid,
@@ -174,9 +182,6 @@ def chat_plan(
     )
     include_usage = check_stream_options(request)
     names = native_names("messages", constraint)
-    split = None
-    if reasoning_parser is not None and request.separate_reasoning and not (parsing and parsing.forced):
-        split = ReasoningSplit(reasoning_parser, template_kwargs, request.stream_reasoning)
     return ChatPlan(obj, request.n, parsing, split, request.logprobs, include_usage, names)
 
 
