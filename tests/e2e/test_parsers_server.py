@@ -1,6 +1,7 @@
 """Reasoning and tool-call parsers on a real server: `--reasoning-parser deepseek-r1
---tool-call-parser qwen25`, the embedded model, the official openai client. The `tool_choice`
-tests need no flags and use the session's shared server.
+--tool-call-parser qwen25`, the embedded model, the official openai client. Only this module's
+server is used: a test on the session's (parametrized) shared server would let pytest reorder
+this module's tests around it and start this server twice.
 
 The small model does not think in tags by itself, so the outputs that must contain reasoning or
 a Hermes-style call are scripted with a constraint: SGLang's `regex` field makes the real model
@@ -55,13 +56,6 @@ def parsing(server_factory: Callable[..., RunningServer]) -> RunningServer:
 @pytest.fixture(scope="module")
 def client(parsing: RunningServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=parsing.url + "/v1", api_key="none", timeout=REQUEST_TIMEOUT_S) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def shared_client(server: RunningServer) -> Iterator[openai.OpenAI]:
-    """The session's shared server (no parser flags): forcing a call needs none."""
-    with openai.OpenAI(base_url=server.url + "/v1", api_key="none", timeout=REQUEST_TIMEOUT_S) as client:
         yield client
 
 
@@ -130,7 +124,7 @@ def test_reasoning_then_a_tool_call_in_the_configured_format(client: openai.Open
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_tool_choice_required_always_parses(shared_client: openai.OpenAI, stream: bool) -> None:
+def test_tool_choice_required_always_parses(client: openai.OpenAI, stream: bool) -> None:
     prompts = ["What is the weather in Paris?", "What time is it in Tokyo?", "Tell me a joke."]
     for seed, prompt in enumerate(prompts):
         fields = {
@@ -141,12 +135,12 @@ def test_tool_choice_required_always_parses(shared_client: openai.OpenAI, stream
         fields |= {"temperature": 1.0, "seed": seed, "max_completion_tokens": 80}
         calls: dict[int, list[str]] = {}
         if stream:
-            _, _, deltas, reason = streamed(shared_client, **fields)
+            _, _, deltas, reason = streamed(client, **fields)
             for d in deltas:
                 entry = calls.setdefault(d.index, [d.function.name or "", ""])
                 entry[1] += d.function.arguments or ""
         else:
-            choice = chat(shared_client, **fields).choices[0]
+            choice = chat(client, **fields).choices[0]
             reason = choice.finish_reason
             for k, call in enumerate(choice.message.tool_calls or []):
                 calls[k] = [call.function.name, call.function.arguments]
@@ -156,10 +150,10 @@ def test_tool_choice_required_always_parses(shared_client: openai.OpenAI, stream
             jsonschema.validate(json.loads(arguments), tool["function"]["parameters"])
 
 
-def test_tool_choice_named_and_none(client: openai.OpenAI, shared_client: openai.OpenAI) -> None:
+def test_tool_choice_named_and_none(client: openai.OpenAI) -> None:
     named = {"type": "function", "function": {"name": "get_time"}}
     fields = {"tools": [WEATHER, TIME], "temperature": 1.0, "seed": 7, "max_completion_tokens": 60}
-    choice = chat(shared_client, tool_choice=named, **fields).choices[0]
+    choice = chat(client, tool_choice=named, **fields).choices[0]
     (call,) = choice.message.tool_calls
     assert call.function.name == "get_time"
     jsonschema.validate(json.loads(call.function.arguments), TIME["function"]["parameters"])
