@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
+from sglang.runtime.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS
 
 if TYPE_CHECKING:
     from sglang.platforms.base import Capabilities
@@ -40,6 +41,17 @@ class ServerArgs:
     api_key: str | None = _opt(None, "Require `Authorization: Bearer KEY` on every request.")
     served_model_name: str | None = _opt(None, "Model name the OpenAI API reports and accepts.")
     chat_template: str | None = _opt(None, "Chat template: a named template or a Jinja file; default: the model's own.")
+    reasoning_parser: str | None = _opt(
+        None,
+        "Split chat output into reasoning_content and content with this upstream parser (deepseek-r1, qwen3, ...).",
+        choices=tuple(REASONING_PARSERS),
+    )
+    tool_call_parser: str | None = _opt(
+        None,
+        "Tool-call format of the model's output (upstream's names: hermes, llama3, mistral, ...); default: Hermes "
+        "tags, else a plain JSON call.",
+        choices=tuple(TOOL_CALL_PARSERS),
+    )
     max_running_requests: int = _opt(64, "Most requests decoded together in one batch.")
     max_queued_requests: int = _opt(1024, "Most requests waiting for admission; past it the server answers 503.")
     max_request_bytes: int = _opt(
@@ -108,6 +120,10 @@ class ServerArgs:
             raise ValueError(f"tp_size ({self.tp_size}) must be a positive multiple of nnodes ({self.nnodes})")
         if not 0 <= self.node_rank < self.nnodes:
             raise ValueError(f"node_rank must lie in [0, {self.nnodes}), got {self.node_rank}")
+        for name, known in (("reasoning_parser", REASONING_PARSERS), ("tool_call_parser", TOOL_CALL_PARSERS)):
+            value = getattr(self, name)
+            if value is not None and value not in known:
+                raise ValueError(f"{name} must be one of {', '.join(sorted(known))}, got {value!r}")
         if self.quantization is not None:
             WeightFormat.parse(self.quantization)  # a bad name fails here, with the accepted ones
         if self.nnodes > 1 and not self.dist_init_addr:

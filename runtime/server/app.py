@@ -28,6 +28,7 @@ from sglang.runtime.server.info_api import router as info_router
 from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server.native_api import router as native_router
 from sglang.runtime.server.openai import openai_router
+from sglang.runtime.server.parsers_api import router as parsers_router
 from sglang.runtime.server.state import ServerState
 
 logger = logging.getLogger("sglang.server")
@@ -69,6 +70,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(native_router)
     app.include_router(info_router)
     app.include_router(openai_router)
+    app.include_router(parsers_router)
     return app
 
 

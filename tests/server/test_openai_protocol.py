@@ -21,6 +21,9 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import ValidationError
 
+from sglang.runtime.parsers import ParsedOutput, ToolCallStream, parse_tool_calls
+from sglang.runtime.parsers.tool_formats import DEFAULT_FORMAT, FORCED_FORMAT
+from sglang.runtime.parsers.tool_stream import merge_calls
 from sglang.runtime.processes.messages import ReadyInfo
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
 from sglang.runtime.requests.sampling_params import SamplingParams, SamplingParamsError
@@ -42,7 +45,7 @@ from sglang.runtime.server.openai.protocol import ChatCompletionRequest, ChatMes
 from sglang.runtime.server.openai.responses import ResponseHeader, finish_reason, openai_error, usage
 from sglang.runtime.server.openai.sampling import Constraint, native_names, pick_grammar
 from sglang.runtime.server.openai.streaming import SSE_DONE, merged, open_stream, per_choice_inputs
-from sglang.runtime.server.openai.tool_calls import ParsedOutput, ToolCallStream, forced_call_schema, parse_tool_calls
+from sglang.runtime.server.openai.tool_calls import forced_call_schema
 from sglang.runtime.server.state import ServerState
 from sglang.runtime.server_args import ServerArgs
 
@@ -355,7 +358,7 @@ def test_parse_hermes_blocks() -> None:
         '<tool_call>{"name": "get_weather", "arguments": {"city": </tool_call>',  # broken JSON
         '<tool_call>{"name": "launch_rockets", "arguments": {}}</tool_call>',  # not a tool of the request
         '{"name": "get_weather", "arguments": 3}',
-        '[{"name": "get_weather", "arguments": {}}, {"nope": 1}]',  # all or nothing
+        '[{"nope": 1}, {"name": "launch_rockets", "arguments": {}}]',  # no item is a call
         '{"city": "Paris"}',
         'Say {"name": "get_time", "arguments": {}}',  # plain JSON counts only as the whole output
     ],
@@ -371,10 +374,11 @@ def test_parse_plain_json() -> None:
 
 
 def _stream_pieces(text: str, forced: bool = False, step: int = 3) -> tuple[str, list[dict], list[str]]:
-    stream = ToolCallStream(NAMES, forced)
-    pieces = [stream.content_delta(text[:end]) for end in range(step, len(text), step)]
-    rest, calls = stream.finish(text)
-    return "".join(pieces) + rest, calls, pieces
+    stream = ToolCallStream(FORCED_FORMAT if forced else DEFAULT_FORMAT, NAMES)
+    deltas = [stream.feed(text[start : start + step]) for start in range(0, len(text), step)]
+    deltas.append(stream.finish())
+    pieces = [d.content for d in deltas[:-1]]
+    return "".join(d.content for d in deltas), merge_calls([c for d in deltas for c in d.calls]), pieces
 
 
 @pytest.mark.parametrize("step", [1, 2, 5])
@@ -397,8 +401,8 @@ def test_tool_call_stream_agrees_with_the_final_parse(step: int) -> None:
 def test_tool_call_stream_holds_back_what_may_be_a_call() -> None:
     _, _, pieces = _stream_pieces("Sure <tool_call>" + '{"name": "get_time", "arguments": {}}', step=1)
     assert "".join(pieces) == "Sure "  # the tag and the call never went out as content
-    stream = ToolCallStream(NAMES, forced=False)
-    assert stream.content_delta("ab<tool_") == "ab" and stream.content_delta("ab<tool_x") == "<tool_x"
+    stream = ToolCallStream(DEFAULT_FORMAT, NAMES)
+    assert stream.feed("ab<tool_").content == "ab" and stream.feed("x").content == "<tool_x"
     _, calls, pieces = _stream_pieces('{"name": "get_time", "arguments": {}}', forced=True)
     assert not any(pieces) and len(calls) == 1
 
@@ -554,9 +558,11 @@ def test_chat_chunks_stream_tool_calls(tokenizer: Any, smol_template: str) -> No
     parsed = [ChatCompletionChunk.model_validate(c).choices[0] for c in chunks]
     assert "".join(c.delta.content or "" for c in parsed) == "On it. "
     assert parsed[-1].finish_reason == "tool_calls"
-    (call,) = parsed[-1].delta.tool_calls
-    assert call.index == 0 and call.id.startswith("call_") and call.function.name == "get_weather"
-    assert json.loads(call.function.arguments) == {"city": "Lima"}
+    deltas = [call.model_dump(exclude_none=True) for c in parsed for call in c.delta.tool_calls or []]
+    (call,) = merge_calls(deltas)
+    assert deltas[0]["index"] == 0 and call["id"].startswith("call_") and call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Lima"}
+    assert len(deltas) > 2  # the arguments arrived in pieces, as they were written
 
 
 def test_completion_chunks_with_echo_and_logprobs(tokenizer: Any) -> None:
@@ -763,3 +769,51 @@ def test_client_going_away_stops_generation(tokenizer: Any) -> None:
 async def _drain(body: Any) -> None:
     async for _ in body:
         pass
+
+
+# -- reasoning and tool-call parsers in chat -----------------------------------------------------
+def test_chat_separates_reasoning_then_parses_calls(tokenizer: Any, smol_template: str) -> None:
+    call = '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Lima"}}]'
+    text = f"<think>Need weather.</think>On it. {call}"
+    plan = chat_plan(chat(tools=[WEATHER], stream=True), tokenizer, smol_template, "qwen3", "mistral")
+    chunks = _run_chunker(ChatChunker(HEADER, plan, token_text(tokenizer)), [_cumulative(text, step=3)])
+    parsed = [ChatCompletionChunk.model_validate(c).choices[0] for c in chunks]
+    assert "".join(getattr(c.delta, "reasoning_content", None) or "" for c in parsed) == "Need weather."
+    assert "".join(c.delta.content or "" for c in parsed) == "On it. "
+    deltas = [call.model_dump(exclude_none=True) for c in parsed for call in c.delta.tool_calls or []]
+    assert _functions_of(merge_calls(deltas)) == [("get_weather", {"city": "Lima"})]
+    assert parsed[-1].finish_reason == "tool_calls"
+    whole = chat_response(HEADER, plan, [output(text, STOP)], token_text(tokenizer))["choices"][0]
+    assert whole["message"]["reasoning_content"] == "Need weather." and whole["message"]["content"] == "On it."
+    assert _functions_of(whole["message"]["tool_calls"]) == [("get_weather", {"city": "Lima"})]
+    assert whole["finish_reason"] == "tool_calls"
+
+
+def _functions_of(calls: list[dict[str, Any]]) -> list[tuple[str, dict]]:
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+
+
+def test_reasoning_switches_in_the_plan(tokenizer: Any, smol_template: str) -> None:
+    assert chat_plan(chat(), tokenizer, smol_template).reasoning is None  # no parser configured
+    assert chat_plan(chat(separate_reasoning=False), tokenizer, smol_template, "qwen3").reasoning is None
+    forced = chat(tools=[WEATHER], tool_choice="required")
+    assert chat_plan(forced, tokenizer, smol_template, "deepseek-r1").reasoning is None  # the output is all call
+    plan = chat_plan(chat(reasoning_effort="none"), tokenizer, smol_template, "deepseek-r1")
+    assert plan.reasoning is not None
+    assert plan.reasoning.template_kwargs == {"thinking": False, "enable_thinking": False}
+    message = chat_response(HEADER, plan, [output("a</think>b", STOP)], token_text(tokenizer))["choices"][0]["message"]
+    assert message["content"] == "a</think>b" and message["reasoning_content"] is None  # R1 not forced: no thought
+    explicit = chat(reasoning_effort="none", chat_template_kwargs={"enable_thinking": True})
+    kwargs = chat_plan(explicit, tokenizer, smol_template, "deepseek-r1").reasoning.template_kwargs
+    assert kwargs == {"thinking": False, "enable_thinking": True}  # the client's own switch wins
+
+
+def test_parsed_outputs_keep_special_tokens_unless_the_client_says(tokenizer: Any, smol_template: str) -> None:
+    def skip(body: dict[str, Any], reasoning: str | None = None) -> Any:
+        plan = chat_plan(chat(**body), tokenizer, smol_template, reasoning)
+        return plan.input.sampling_params.get("skip_special_tokens")
+
+    assert skip({}) is None and skip({}, "qwen3") is None  # `<think>` is ordinary text
+    assert skip({"tools": [WEATHER]}) is False and skip({}, "gpt-oss") is False  # markers may be special tokens
+    assert skip({"tools": [WEATHER], "skip_special_tokens": True}) is True
+    assert skip({"tools": [WEATHER], "tool_choice": "none"}) is None

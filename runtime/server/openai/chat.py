@@ -2,9 +2,12 @@
 
 `chat_plan` renders the conversation with the chat template and builds the `GenerateInput`
 (pure but for the tokenizer); `chat_response` and `ChatChunker` turn outputs into a response or
-stream chunks. With tools in play (tools given, tool_choice not "none") the output is parsed for
-tool calls and a choice that made any finishes with "tool_calls"; "required" or a named function
-constrains the output to a call (`forced_call_schema`), so it always parses unless cut short.
+stream chunks. With `--reasoning-parser` (and `separate_reasoning`, on by default) the output's
+thinking goes to `reasoning_content`, the rest is the answer. With tools in play (tools given,
+tool_choice not "none") the answer is parsed for tool calls in the `--tool-call-parser` format
+and a choice that made any finishes with "tool_calls"; "required" or a named function
+constrains the output to a call in plain JSON (`forced_call_schema`), so it always parses unless
+cut short (such an output is all call: it is not searched for reasoning).
 `response_format` json_object / json_schema and SGLang's regex / ebnf constrain it likewise;
 at most one constraint per request.
 """
@@ -17,6 +20,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from sglang.runtime import parsers
+from sglang.runtime.parsers import ReasoningParser, ToolCallStream, ToolFormat, parse_tool_calls
+from sglang.runtime.parsers.reasoning import KEEPS_SPECIAL_TOKENS
+from sglang.runtime.parsers.tool_formats import FORCED_FORMAT, tool_format
 from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.openai.chat_template import (
@@ -40,7 +47,7 @@ from sglang.runtime.server.openai.sampling import (
     sgl_grammars,
 )
 from sglang.runtime.server.openai.streaming import ChoiceCursor, Chunker, respond
-from sglang.runtime.server.openai.tool_calls import ToolCallStream, forced_call_schema, parse_tool_calls
+from sglang.runtime.server.openai.tool_calls import forced_call_schema
 from sglang.runtime.server.state import server_state
 
 router = APIRouter()
@@ -53,6 +60,23 @@ class ToolParsing:
 
     names: frozenset[str]
     forced: bool
+    fmt: ToolFormat
+
+    def stream(self) -> ToolCallStream:
+        return ToolCallStream(self.fmt, self.names)
+
+
+@dataclass(frozen=True)
+class ReasoningSplit:
+    """How a chat's output is split into reasoning and answer: parser `name` (upstream's),
+    the request's chat_template_kwargs (enable_thinking), and `stream_reasoning`."""
+
+    name: str
+    template_kwargs: dict[str, Any] | None
+    stream_reasoning: bool
+
+    def parser(self, streaming: bool) -> ReasoningParser:
+        return parsers.reasoning_parser(self.name, self.template_kwargs, self.stream_reasoning or not streaming)
 
 
 @dataclass(frozen=True)
@@ -61,6 +85,8 @@ class ChatPlan:
     n: int
     tools: ToolParsing | None
     """None: the output is all content."""
+    reasoning: ReasoningSplit | None
+    """None: no reasoning is separated."""
     logprobs: bool
     include_usage: bool
     names: dict[str, str]
@@ -68,7 +94,7 @@ class ChatPlan:
 
 
 def _tool_setup(
-    request: ChatCompletionRequest,
+    request: ChatCompletionRequest, parser: str | None
 ) -> tuple[list[dict[str, Any]] | None, Grammar | None, ToolParsing | None]:
     """(tools the model is told about, as JSON, the grammar forcing a call, how output is parsed)."""
     choice = request.tool_choice
@@ -88,7 +114,8 @@ def _tool_setup(
         grammar = ("json_schema", forced_call_schema(dumped, choice.function.name, parallel=False))
     elif choice == "required":
         grammar = ("json_schema", forced_call_schema(dumped, None, request.parallel_tool_calls))
-    return dumped, grammar, ToolParsing(names, forced=grammar is not None)
+    forced = grammar is not None
+    return dumped, grammar, ToolParsing(names, forced, FORCED_FORMAT if forced else tool_format(parser))
 
 
 def _format_grammar(response_format: ResponseFormat | None) -> Grammar | None:
@@ -100,30 +127,54 @@ def _format_grammar(response_format: ResponseFormat | None) -> Grammar | None:
     return "json_schema", json.dumps(response_format.json_schema.schema_ or {"type": "object"})
 
 
-def chat_plan(request: ChatCompletionRequest, tokenizer: Any, template: str) -> ChatPlan:
-    """The generation for `request`, its prompt rendered with the Jinja `template`. Raises
-    ApiError (400) for requests OpenAI refuses and conversations the template rejects."""
+def _template_kwargs(request: ChatCompletionRequest) -> dict[str, Any]:
+    """chat_template_kwargs, where `reasoning_effort` sets the thinking switches the client left
+    unset, as upstream does: "none" turns thinking off, any other effort on. Templates read
+    `enable_thinking` (Qwen3, GLM-4.5) or `thinking` (DeepSeek-V3, Kimi K2); so do the parsers."""
+    kwargs = dict(request.chat_template_kwargs or {})
+    if request.reasoning_effort is not None:
+        kwargs.setdefault("thinking", request.reasoning_effort != "none")
+        kwargs.setdefault("enable_thinking", request.reasoning_effort != "none")
+    return kwargs
+
+
+def chat_plan(
+    request: ChatCompletionRequest,
+    tokenizer: Any,
+    template: str,
+    reasoning_parser: str | None = None,
+    tool_call_parser: str | None = None,
+) -> ChatPlan:
+    """The generation for `request`, its prompt rendered with the Jinja `template`; the output
+    read with the server's parsers (upstream names, None: none / the default tool format).
+    Raises ApiError (400) for requests OpenAI refuses and conversations the template rejects."""
     refuse_missing(request)
     if request.top_logprobs is not None and not request.logprobs:
         raise ApiError(400, "top_logprobs needs logprobs to be true", "top_logprobs")
     if request.continue_final_message and request.messages[-1].role != "assistant":
         raise ApiError(400, "continue_final_message needs an assistant message last", "messages")
-    told, tool_grammar, parsing = _tool_setup(request)
+    told, tool_grammar, parsing = _tool_setup(request, tool_call_parser)
     candidates = {"response_format": _format_grammar(request.response_format), "tool_choice": tool_grammar}
     constraint = pick_grammar({**candidates, **sgl_grammars(request)})
     native = supports_tools(template)
+    template_kwargs = _template_kwargs(request)
     messages = template_messages(request.messages, told, native)
     tools = told if native else None
     try:
-        text = render_chat(
-            tokenizer, template, messages, tools, request.continue_final_message, request.chat_template_kwargs
-        )
+        text = render_chat(tokenizer, template, messages, tools, request.continue_final_message, template_kwargs)
     except ChatTemplateError as e:
         raise ApiError(400, str(e), "messages") from None
-    max_new_tokens = request.max_completion_tokens or request.max_tokens
+    split = None
+    if reasoning_parser is not None and request.separate_reasoning and not (parsing and parsing.forced):
+        split = ReasoningSplit(reasoning_parser, template_kwargs, request.stream_reasoning)
+    params = sampling_params(request, request.max_completion_tokens or request.max_tokens, constraint)
+    if parsing is not None or (split is not None and split.name in KEEPS_SPECIAL_TOKENS):
+        # The markers the parsers read (`<|python_tag|>`, `[TOOL_CALLS]`, Harmony's) may be
+        # special tokens: kept in the text unless the client says otherwise, as upstream.
+        params.setdefault("skip_special_tokens", False)
     obj = GenerateInput(
         input_ids=prompt_ids(tokenizer, text),
-        sampling_params=sampling_params(request, max_new_tokens, constraint),
+        sampling_params=params,
         return_logprob=request.logprobs,
         top_logprobs_num=request.top_logprobs or 0,
         rid=request.rid,
@@ -131,7 +182,7 @@ def chat_plan(request: ChatCompletionRequest, tokenizer: Any, template: str) -> 
     )
     include_usage = check_stream_options(request)
     names = native_names("messages", constraint)
-    return ChatPlan(obj, request.n, parsing, request.logprobs, include_usage, names)
+    return ChatPlan(obj, request.n, parsing, split, request.logprobs, include_usage, names)
 
 
 def _logprobs(plan: ChatPlan, meta: dict[str, Any], cursor: ChoiceCursor, text: TokenText) -> dict[str, Any] | None:
@@ -144,9 +195,15 @@ def _logprobs(plan: ChatPlan, meta: dict[str, Any], cursor: ChoiceCursor, text: 
 def _choice(plan: ChatPlan, index: int, output: dict[str, Any], text: TokenText) -> dict[str, Any]:
     meta = output["meta_info"]
     reason = finish_reason(meta)
-    message: dict[str, Any] = {"role": "assistant", "content": output["text"], "refusal": None}
+    answer = output["text"]
+    message: dict[str, Any] = {"role": "assistant", "content": answer, "refusal": None}
+    if plan.reasoning is not None:
+        parser = plan.reasoning.parser(streaming=False)
+        split = parser.feed(answer) + parser.finish()
+        answer = split.content
+        message.update(content=answer, reasoning_content=split.reasoning or None)
     if plan.tools is not None:
-        parsed = parse_tool_calls(output["text"], plan.tools.names)
+        parsed = parse_tool_calls(answer, plan.tools.names, plan.tools.fmt)
         if parsed.calls:
             message.update(content=parsed.content.strip() or None, tool_calls=parsed.calls)
             reason = "tool_calls"
@@ -170,14 +227,32 @@ def chat_response(
 @dataclass
 class _ChoiceStream:
     cursor: ChoiceCursor
+    reasoning: ReasoningParser | None
     tools: ToolCallStream | None
+
+    def delta(self, piece: str, finished: bool) -> tuple[str, str, list[dict[str, Any]]]:
+        """(reasoning, content, tool-call deltas) for the next `piece` of output."""
+        reasoning, content = "", piece
+        if self.reasoning is not None:
+            split = self.reasoning.feed(piece)
+            if finished:
+                split += self.reasoning.finish()
+            reasoning, content = split.reasoning, split.content
+        if self.tools is None:
+            return reasoning, content, []
+        tools = self.tools.feed(content)
+        if finished:
+            last = self.tools.finish()
+            tools.content += last.content
+            tools.calls += last.calls
+        return reasoning, tools.content, tools.calls
 
 
 class ChatChunker(Chunker):
-    """Stream chunks: a choice's first delta carries the role, later ones its new content (held
-    back while it may be a tool call, see `ToolCallStream`), its last one the finish reason and
-    any tool calls, each complete in one delta; with `include_usage`, a final chunk with no
-    choices carries the usage."""
+    """Stream chunks: a choice's first delta carries the role, later ones its new reasoning
+    (`reasoning_content`), content (held back while it may be a tool call) and tool-call deltas
+    in OpenAI's shape (see `ToolCallStream`), its last one the finish reason; with
+    `include_usage`, a final chunk with no choices carries the usage."""
 
     def __init__(self, header: ResponseHeader, plan: ChatPlan, text: TokenText) -> None:
         super().__init__(header, "chat.completion.chunk", plan.n, plan.include_usage)
@@ -186,9 +261,9 @@ class ChatChunker(Chunker):
 
     def _stream(self, index: int) -> _ChoiceStream:
         if index not in self.streams:
-            tools = self.plan.tools
-            parser = None if tools is None else ToolCallStream(tools.names, tools.forced)
-            self.streams[index] = _ChoiceStream(ChoiceCursor(), parser)
+            tools, split = self.plan.tools, self.plan.reasoning
+            reasoning = None if split is None else split.parser(streaming=True)
+            self.streams[index] = _ChoiceStream(ChoiceCursor(), reasoning, None if tools is None else tools.stream())
         return self.streams[index]
 
     def chunks(self, index: int, output: dict[str, Any]) -> list[dict[str, Any]]:
@@ -199,17 +274,14 @@ class ChatChunker(Chunker):
         if not stream.cursor.started:
             stream.cursor.started = True
             delta["role"] = "assistant"
-        calls: list[dict[str, Any]] = []
-        if stream.tools is None:
-            piece = stream.cursor.new_text(full)
-        elif reason is None:
-            piece = stream.tools.content_delta(full)
-        else:
-            piece, calls = stream.tools.finish(full)
+        thought, piece, calls = stream.delta(stream.cursor.new_text(full), reason is not None)
+        if thought:
+            delta["reasoning_content"] = thought
         if piece or "role" in delta:
             delta["content"] = piece
         if calls:
-            delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(calls)]
+            delta["tool_calls"] = calls
+        if reason is not None and stream.tools is not None and stream.tools.called:
             reason = "tool_calls"
         logprobs = _logprobs(self.plan, meta, stream.cursor, self.text)
         if reason is not None:
@@ -230,7 +302,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         template = resolve_chat_template(state.args.chat_template, state.info.chat_template)
     except ChatTemplateError as e:
         raise ApiError(400, str(e)) from None
-    plan = chat_plan(body, state.tokenizer, template)
+    plan = chat_plan(body, state.tokenizer, template, state.args.reasoning_parser, state.args.tool_call_parser)
     header = ResponseHeader.new("chatcmpl", state.model_name)
     text = token_text(state.tokenizer)
     chunker = ChatChunker(header, plan, text) if body.stream else None

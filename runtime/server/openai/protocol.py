@@ -199,8 +199,9 @@ class ChatCompletionRequest(SamplingFields):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool = True
-    # SGLang's chat extras. This server configures no reasoning parser, so the two reasoning
-    # switches are accepted as upstream SGLang does and change nothing.
+    # SGLang's chat extras. The reasoning switches act with --reasoning-parser and change nothing
+    # without one, as upstream; chat_template_kwargs reach the template (enable_thinking also
+    # tells the parser whether the output starts inside a thought).
     continue_final_message: bool = False
     chat_template_kwargs: dict[str, Any] | None = None
     separate_reasoning: bool = True
