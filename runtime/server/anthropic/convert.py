@@ -8,7 +8,8 @@ parses calls out of the output (`openai.chat.chat_plan`), so both APIs behave al
   (arguments as JSON); earlier thinking blocks are dropped, as Anthropic drops them;
 - `tool_choice` auto / any / tool / none -> auto / required / the named function / none, and
   `disable_parallel_tool_use` -> `parallel_tool_calls: false`;
-- `stop_sequences` -> `stop`, `max_tokens`, `temperature`, `top_p`, `top_k` as they are.
+- `stop_sequences` -> `stop`, `max_tokens`, `temperature`, `top_p`, `top_k` as they are;
+- `output_config.format` (a JSON schema) -> `response_format` json_schema.
 Image and document blocks are refused with a 400 that says why.
 """
 
@@ -124,6 +125,10 @@ def chat_request(request: Conversation) -> ChatCompletionRequest:
             "stop": request.stop_sequences or None,
         }
         fields.update({k: v for k, v in sampling.items() if v is not None})
+        output = request.output_config
+        if output is not None and output.format is not None:
+            schema = {"name": "output", "schema": output.format.schema_}
+            fields["response_format"] = {"type": "json_schema", "json_schema": schema}
     try:
         return ChatCompletionRequest.model_validate(fields)
     except ValidationError as e:

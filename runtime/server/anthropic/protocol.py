@@ -3,8 +3,10 @@ models.
 
 Field names follow Anthropic's API (and upstream SGLang's adapter). Unknown fields are rejected
 (FastAPI answers 400 in Anthropic's error shape), as Anthropic does; `cache_control` and
-`citations` on blocks and `metadata`/`service_tier` on the request are accepted and change
-nothing for a self-hosted model. Image and document blocks parse, so that the refusal can say
+`citations` on blocks and the request fields that address Anthropic's service (`metadata`,
+`service_tier`, `speed`, `inference_geo`, ...) are accepted and change nothing for a
+self-hosted model. Anthropic's newer clients send no sampling fields; `temperature`, `top_p` and
+`top_k` still work (as `extra_body` there). Image and document blocks parse, so that the refusal can say
 why (`convert.py`: this server serves a text-only model) instead of a schema error.
 """
 
@@ -90,6 +92,17 @@ class ThinkingParam(_Strict):
     budget_tokens: int | None = None
 
 
+class OutputFormat(_Strict):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class OutputConfig(_Strict):
+    format: OutputFormat | None = None
+    effort: str | None = None
+    """Accepted; this server sets no reasoning budget."""
+
+
 class Conversation(_Strict):
     """What both endpoints read: the model, the system prompt, the turns and the tools."""
 
@@ -108,9 +121,16 @@ class MessagesRequest(Conversation):
     temperature: float | None = Field(None, ge=0.0)
     top_p: float | None = None
     top_k: int | None = None
+    output_config: OutputConfig | None = None
     # Accepted for compatibility; they have no meaning for a self-hosted model.
     metadata: dict[str, Any] | None = None
     service_tier: str | None = None
+    cache_control: dict[str, Any] | None = None
+    speed: str | None = None
+    inference_geo: str | None = None
+    diagnostics: dict[str, Any] | None = None
+    user_profile_id: str | None = None
+    workspace_id: str | None = None
 
 
 class CountTokensRequest(Conversation):
