@@ -11,7 +11,8 @@ the embedded model (with an API key, so every client proves it sends it).
 - `sgl.LiteLLM` (litellm_programs.py): the program suite's chat programs, through LiteLLM's
   OpenAI provider against our OpenAI routes. (`sgl.Anthropic` runs the same programs in the
   program suite's `anthropic` column, tests/frontend/test_program_suite.py.)
-Each client runs all its checks in one subprocess; each check is reported as its own test.
+Each client runs the collected checks in one subprocess; each is reported as its own test. The
+`SLOW` ones run under `-m slow` only.
 
 Cost: one server (loads while the venvs are found), the three subprocesses, about 40 short
 greedy generations; the venvs take about two minutes on their first build.
@@ -41,6 +42,19 @@ RUN_TIMEOUT_S = 900
 LITELLM_PROGRAMS = ("multi_turn_chat", "stream", "chat_speculative")
 """The suite's programs a chat API runs: no raw-text gen, no select, no min_tokens (see the
 features declared in ci/suites/programs.py)."""
+SLOW = frozenset({"stop_sequences", "structured_output", "options_limit_tokens", "chat_speculative"})
+"""Checks and programs run only under `-m slow`: each repeats a property the default ones cover
+on another route (stop strings, grammars, option mapping, the chat turn)."""
+
+
+def _params(names: tuple[str, ...]) -> list[Any]:
+    return [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW else []) for name in names]
+
+
+def _collected(request: pytest.FixtureRequest, test: str, param: str) -> list[str]:
+    """The `param` values of the collected tests of function `test`: what the subprocess runs."""
+    items = [item for item in request.session.items if getattr(item, "originalname", None) == test]
+    return [item.callspec.params[param] for item in items]
 
 
 @pytest.fixture(scope="module")
@@ -65,32 +79,44 @@ def _run(venv: Venv, script: str, args: list[str], out: Path, env: dict[str, str
     return {r.get("check") or r.get("program"): r for r in records}
 
 
-def _client_results(name: str, venv: Venv, server: RunningServer, tmp: Path) -> dict[str, Any]:
+def _client_results(name: str, venv: Venv, server: RunningServer, tmp: Path, checks: list[str]) -> dict[str, Any]:
     server.wait_ready()
-    args = ["--client", name, "--url", server.url, "--api-key", API_KEY]
+    args = ["--client", name, "--url", server.url, "--api-key", API_KEY, *checks]
     return _run(venv, "api_client_checks.py", args, tmp / f"{name}.jsonl")
 
 
 @pytest.fixture(scope="module")
 def anthropic_results(
-    server: RunningServer, anthropic_client_venv: Venv, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    server: RunningServer,
+    anthropic_client_venv: Venv,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
-    return _client_results("anthropic", anthropic_client_venv, server, tmp_path_factory.mktemp("anthropic"))
+    checks = _collected(request, "test_anthropic_client", "check")
+    return _client_results("anthropic", anthropic_client_venv, server, tmp_path_factory.mktemp("anthropic"), checks)
 
 
 @pytest.fixture(scope="module")
 def ollama_results(
-    server: RunningServer, ollama_client_venv: Venv, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    server: RunningServer,
+    ollama_client_venv: Venv,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
-    return _client_results("ollama", ollama_client_venv, server, tmp_path_factory.mktemp("ollama"))
+    checks = _collected(request, "test_ollama_client", "check")
+    return _client_results("ollama", ollama_client_venv, server, tmp_path_factory.mktemp("ollama"), checks)
 
 
 @pytest.fixture(scope="module")
 def litellm_results(
-    server: RunningServer, litellm_venv: Venv, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    server: RunningServer,
+    litellm_venv: Venv,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
     server.wait_ready()
-    args = ["--url", server.url, "--api-key", API_KEY, *LITELLM_PROGRAMS]
+    programs = _collected(request, "test_litellm_backend_runs_chat_programs", "program")
+    args = ["--url", server.url, "--api-key", API_KEY, *programs]
     # Our checkout's `sglang`; LiteLLM's bundled model cost map, not the one it would download.
     env = {"PYTHONPATH": str(CHECKOUT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     return _run(litellm_venv, "litellm_programs.py", args, tmp_path_factory.mktemp("litellm") / "programs.jsonl", env)
@@ -101,17 +127,17 @@ def _assert_passed(results: dict[str, Any], name: str) -> None:
     assert results[name]["ok"], results[name]["error"]
 
 
-@pytest.mark.parametrize("check", CHECK_NAMES["anthropic"])
+@pytest.mark.parametrize("check", _params(CHECK_NAMES["anthropic"]))
 def test_anthropic_client(check: str, anthropic_results: dict[str, Any]) -> None:
     _assert_passed(anthropic_results, check)
 
 
-@pytest.mark.parametrize("check", CHECK_NAMES["ollama"])
+@pytest.mark.parametrize("check", _params(CHECK_NAMES["ollama"]))
 def test_ollama_client(check: str, ollama_results: dict[str, Any]) -> None:
     _assert_passed(ollama_results, check)
 
 
-@pytest.mark.parametrize("program", LITELLM_PROGRAMS)
+@pytest.mark.parametrize("program", _params(LITELLM_PROGRAMS))
 def test_litellm_backend_runs_chat_programs(program: str, litellm_results: dict[str, Any]) -> None:
     _assert_passed(litellm_results, program)
 
