@@ -144,7 +144,7 @@ def test_litellm_backend_runs_chat_programs(program: str, litellm_results: dict[
 
 def test_ollama_probes_and_anthropic_key_header(server: RunningServer) -> None:
     """What the clients do not call: Ollama's root probe and version; the key as `x-api-key`,
-    accepted on Anthropic's routes only."""
+    accepted on Anthropic's routes only; the routes' schemas in the OpenAPI document."""
     server.wait_ready()
     bearer = {"Authorization": f"Bearer {API_KEY}"}
     with httpx.Client(base_url=server.url, timeout=60) as http:
@@ -158,3 +158,8 @@ def test_ollama_probes_and_anthropic_key_header(server: RunningServer) -> None:
         assert http.get("/v1/models", headers={"x-api-key": API_KEY}).status_code == 401
         unauthorized = http.get("/api/tags")
         assert unauthorized.status_code == 401 and set(unauthorized.json()) == {"error"}
+        # The new routes' bodies are in the OpenAPI document, self-contained (no dangling $ref).
+        paths = http.get("/openapi.json", headers=bearer).json()["paths"]
+        chat_body = paths["/api/chat"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert "messages" in chat_body["properties"] and "$ref" not in json.dumps(chat_body)
+        assert "/v1/messages" in paths and "/v1/messages/count_tokens" in paths

@@ -46,10 +46,22 @@ DIGEST = "sha256:" + "0" * 64
 """Ollama names a model's weights by their digest; this server has no such file, so a fixed one."""
 
 
+def _inlined(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _inlined(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        return {key: _inlined(value, defs) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inlined(value, defs) for value in node]
+    return node
+
+
 def _documented(model: type[BaseModel]) -> dict[str, Any]:
-    """The route's request body in the OpenAPI document (the handler parses it itself)."""
-    schema = {"content": {"application/json": {"schema": model.model_json_schema()}}, "required": True}
-    return {"requestBody": schema}
+    """The route's request body in the OpenAPI document (the handler parses it itself). Its
+    definitions are inlined: a `$ref` in the document resolves against the document's root."""
+    schema = model.model_json_schema()
+    inlined = _inlined(schema, schema.pop("$defs", {}))
+    return {"requestBody": {"content": {"application/json": {"schema": inlined}}, "required": True}}
 
 
 async def _parsed(request: Request, model: type[Body]) -> Body:
@@ -75,9 +87,15 @@ def _details(state: ServerState) -> dict[str, Any]:
     }
 
 
-@router.api_route("/", methods=["GET", "HEAD"])
+@router.get("/")
 async def root() -> Response:
     return PlainTextResponse("Ollama is running")
+
+
+@router.head("/")
+async def root_probe() -> Response:
+    """The Ollama CLI's liveness probe."""
+    return Response()
 
 
 @router.get("/api/version")
