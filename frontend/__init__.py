@@ -25,7 +25,7 @@ from sglang.frontend.api import (
     user_end,
     video,
 )
-from sglang.frontend.backend import BaseBackend, EngineBackend, OpenAI, Runtime, RuntimeEndpoint
+from sglang.frontend.backend import Anthropic, BaseBackend, EngineBackend, LiteLLM, OpenAI, Runtime, RuntimeEndpoint
 from sglang.frontend.chat_template import ChatTemplate, get_chat_template, get_chat_template_by_model_path
 from sglang.frontend.choices import (
     greedy_token_selection,
@@ -38,10 +38,12 @@ from sglang.frontend.function import SglFunction
 from sglang.frontend.state import ProgramState, ProgramStateGroup
 
 __all__ = [
+    "Anthropic",
     "BackendCapabilityError",
     "BaseBackend",
     "ChatTemplate",
     "EngineBackend",
+    "LiteLLM",
     "OpenAI",
     "ProgramError",
     "ProgramState",

@@ -24,6 +24,8 @@ ALIASES: dict[str, str] = {
     "sglang.lang.backend.base_backend": "sglang.frontend.backend.base",
     "sglang.lang.backend.runtime_endpoint": "sglang.frontend.backend.runtime_endpoint",
     "sglang.lang.backend.openai": "sglang.frontend.backend.openai",
+    "sglang.lang.backend.anthropic": "sglang.frontend.backend.anthropic",
+    "sglang.lang.backend.litellm": "sglang.frontend.backend.litellm",
     # Only the module: `sglang.global_config` the attribute stays the config object, as upstream.
     "sglang.global_config": "sglang.frontend.config",
 }

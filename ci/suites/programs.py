@@ -36,6 +36,10 @@ class Feature(str, Enum):
     """`gen` outside an assistant turn: continuing raw text (a completion model)."""
     API_SPEC = "api_spec"
     """`num_api_spec_tokens`, measured through an API backend's `token_usage`."""
+    SCORING = "scoring"
+    """`select`: choices scored by their tokens' log-probabilities."""
+    SGLANG_PARAMS = "sglang_params"
+    """Sampling parameters beyond a chat API's own (`min_tokens`)."""
 
 
 def completion_tokens(meta: dict[str, Any]) -> int:
@@ -595,8 +599,8 @@ class ProgramCase:
 PROGRAMS: list[ProgramCase] = [
     ProgramCase("few_shot_qa", check_few_shot_qa, frozenset({Feature.TEXT_GEN})),
     ProgramCase("multi_turn_chat", check_multi_turn_chat),
-    ProgramCase("select", check_select),
-    ProgramCase("multiple_choice", check_multiple_choice_accuracy, heavy=True),
+    ProgramCase("select", check_select, frozenset({Feature.SCORING})),
+    ProgramCase("multiple_choice", check_multiple_choice_accuracy, frozenset({Feature.SCORING}), heavy=True),
     ProgramCase("decode_int", check_decode_int, frozenset({Feature.TEXT_GEN})),
     ProgramCase("decode_json", check_decode_json, frozenset({Feature.TEXT_GEN})),
     ProgramCase("dtype_gen", check_dtype_gen, frozenset({Feature.TEXT_GEN})),
@@ -607,7 +611,7 @@ PROGRAMS: list[ProgramCase] = [
     ProgramCase("parallel_encoding", check_parallel_encoding, frozenset({Feature.TEXT_GEN})),
     ProgramCase("stream", check_stream),
     ProgramCase("regex", check_regex, frozenset({Feature.TEXT_GEN})),
-    ProgramCase("min_tokens", check_min_tokens),
+    ProgramCase("min_tokens", check_min_tokens, frozenset({Feature.SGLANG_PARAMS})),
     ProgramCase(
         "completion_speculative", check_completion_speculative, frozenset({Feature.TEXT_GEN, Feature.API_SPEC})
     ),

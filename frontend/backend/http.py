@@ -32,8 +32,10 @@ class HttpClient:
         connect_timeout: float = 10.0,
         verify: bool | str = True,
         max_connections: int = 512,
+        headers: dict[str, str] | None = None,
     ):
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        """`api_key` goes as a bearer token; `headers` are sent with every request besides."""
+        headers = {**({"Authorization": f"Bearer {api_key}"} if api_key else {}), **(headers or {})}
         self.base_url = base_url.rstrip("/")
         self._client = httpx.Client(
             base_url=self.base_url,

@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sglang.frontend.backend.base import BaseBackend, Completion, Prompt
@@ -30,8 +30,16 @@ COMPLETION_MODEL_NAMES = frozenset({"gpt-3.5-turbo-instruct", "davinci-002", "ba
 
 @dataclass
 class TokenUsage:
+    """The tokens an API backend's requests used, summed over every request (thread-safe)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, prompt: int | None, completion: int | None) -> None:
+        with self._lock:
+            self.prompt_tokens += prompt or 0
+            self.completion_tokens += completion or 0
 
     def reset(self) -> None:
         """Start counting again from zero (upstream's `token_usage.reset()`)."""
@@ -55,7 +63,6 @@ class OpenAI(BaseBackend):
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self.http = HttpClient(base_url, api_key or os.environ.get("OPENAI_API_KEY"))
         self.token_usage = TokenUsage()
-        self._usage_lock = threading.Lock()
 
     def get_model_name(self) -> str:
         return self.model_name
@@ -75,9 +82,7 @@ class OpenAI(BaseBackend):
 
     def _count(self, usage: dict[str, Any] | None) -> None:
         if usage:
-            with self._usage_lock:
-                self.token_usage.prompt_tokens += usage.get("prompt_tokens") or 0
-                self.token_usage.completion_tokens += usage.get("completion_tokens") or 0
+            self.token_usage.add(usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
     def generate(self, prompt: Prompt, params: SamplingParams) -> Completion:
         path, body = self._request(prompt, params, stream=False)

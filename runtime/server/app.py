@@ -4,8 +4,11 @@ In order, for every request: a request id (the client's `X-Request-Id` or a new 
 the response; with `--api-key`, a missing or wrong key gets 401 before anything else is read;
 while draining (SIGTERM/SIGINT), new work gets 503; a body over `--max-request-bytes` gets 413,
 from its Content-Length before any of it is read, or as soon as the bytes read pass the limit
-(a chunked body), so no handler parses or tokenizes it. Errors become OpenAI-style bodies: bad
-JSON or schema violations 400, `ApiError` its own status, anything else 500 (and a log line).
+(a chunked body), so no handler parses or tokenizes it. Errors become bodies in the shape of the
+API the path belongs to (`error_shape`: Anthropic's under /v1/messages, Ollama's under /api/,
+OpenAI's elsewhere): bad JSON or schema violations 400, `ApiError` its own status, anything else
+500 (and a log line). Under /v1/messages the key may also come as `x-api-key`, as Anthropic's
+clients send it.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from fastapi.responses import Response
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sglang.runtime.server.errors import ApiError, error_body, error_response, json_response
+from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_body, anthropic_router
+from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
 from sglang.runtime.server.info_api import router as info_router
 from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server.native_api import router as native_router
+from sglang.runtime.server.ollama import OLLAMA_PREFIX, ollama_error_body, ollama_router
 from sglang.runtime.server.openai import openai_router
 from sglang.runtime.server.parsers_api import router as parsers_router
 from sglang.runtime.server.state import ServerState
@@ -36,6 +41,17 @@ logger = logging.getLogger("sglang.server")
 OPEN_PATHS = frozenset({"/health", "/metrics"})
 """Probes and scrapes work without the API key, as load balancers and Prometheus expect.
 (`/health_generate` is not among them: it runs a generation.)"""
+
+
+ERROR_SHAPES: tuple[tuple[str, ErrorShape], ...] = (
+    (ANTHROPIC_PREFIX, anthropic_error_body),
+    (OLLAMA_PREFIX, ollama_error_body),
+)
+
+
+def error_shape(path: str) -> ErrorShape:
+    """The error body shape of the API `path` belongs to."""
+    return next((shape for prefix, shape in ERROR_SHAPES if path.startswith(prefix)), error_body)
 
 
 def _validation_message(error: RequestValidationError) -> tuple[str, str | None]:
@@ -54,23 +70,25 @@ def create_app(state: ServerState) -> FastAPI:
     app.add_middleware(RequestFrame, state=state)
 
     @app.exception_handler(ApiError)
-    async def on_api_error(_: Request, error: ApiError) -> Response:
-        return error_response(error)
+    async def on_api_error(request: Request, error: ApiError) -> Response:
+        return error_response(error, error_shape(request.url.path))
 
     @app.exception_handler(RequestValidationError)
-    async def on_validation_error(_: Request, error: RequestValidationError) -> Response:
+    async def on_validation_error(request: Request, error: RequestValidationError) -> Response:
         message, param = _validation_message(error)
-        return json_response(error_body(400, message, param), 400)
+        return json_response(error_shape(request.url.path)(400, message, param), 400)
 
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, error: Exception) -> Response:
         logger.exception("unhandled error in %s %s", request.method, request.url.path)
-        return json_response(error_body(500, f"internal error: {type(error).__name__}"), 500)
+        return json_response(error_shape(request.url.path)(500, f"internal error: {type(error).__name__}", None), 500)
 
     app.include_router(native_router)
     app.include_router(info_router)
     app.include_router(openai_router)
     app.include_router(parsers_router)
+    app.include_router(anthropic_router)
+    app.include_router(ollama_router)
     return app
 
 
@@ -91,6 +109,7 @@ class RequestFrame:
         request_id = headers.get("x-request-id") or uuid.uuid4().hex
         started = time.monotonic()
         path, args = scope["path"], self.state.args
+        shape = error_shape(path)
         status = 500
 
         async def send_with_id(message: Message) -> None:
@@ -101,14 +120,14 @@ class RequestFrame:
             await send(message)
 
         app: ASGIApp = self.app
-        if args.api_key and path.rstrip("/") not in OPEN_PATHS and not _authorized(headers, args.api_key):
-            app = error_response(ApiError(401, "missing or invalid API key"))
+        if args.api_key and path.rstrip("/") not in OPEN_PATHS and not _authorized(headers, args.api_key, path):
+            app = error_response(ApiError(401, "missing or invalid API key"), shape)
         elif self.state.draining and scope["method"] == "POST":
-            app = error_response(ApiError(503, "the server is shutting down", headers={"Retry-After": "5"}))
+            app = error_response(ApiError(503, "the server is shutting down", headers={"Retry-After": "5"}), shape)
         elif _declared_length(headers) > args.max_request_bytes:
-            app = error_response(_too_large(args.max_request_bytes))
+            app = error_response(_too_large(args.max_request_bytes), shape)
         try:
-            if not await _run_unless_client_leaves(app, scope, receive, send_with_id, args.max_request_bytes):
+            if not await _run_unless_client_leaves(app, scope, receive, send_with_id, args.max_request_bytes, shape):
                 status = 499  # the client went away before the response began; its work was cancelled
         finally:
             if args.log_requests:
@@ -128,7 +147,9 @@ def _too_large(limit: int) -> ApiError:
     return ApiError(413, f"the request body is over {limit} bytes (--max-request-bytes)")
 
 
-async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive, send: Send, max_body: int) -> bool:
+async def _run_unless_client_leaves(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send, max_body: int, shape: ErrorShape
+) -> bool:
     """Runs `app`, cancelling it if the client disconnects after sending its body and before the
     response begins: a non-streaming handler's generation is then aborted (its KV freed) on any
     route. Once the response has begun, streaming responses watch for the disconnect themselves.
@@ -172,7 +193,7 @@ async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive
             with contextlib.suppress(asyncio.CancelledError):
                 await handler
             if not response_began.is_set():
-                await error_response(_too_large(max_body))(scope, receive, send)
+                await error_response(_too_large(max_body), shape)(scope, receive, send)
             return True
         if handler.done() or not watcher.result():
             await handler
@@ -187,8 +208,9 @@ async def _run_unless_client_leaves(app: ASGIApp, scope: Scope, receive: Receive
         handler.cancel()
 
 
-def _authorized(headers: Headers, api_key: str) -> bool:
-    header = headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+def _authorized(headers: Headers, api_key: str, path: str) -> bool:
     # As bytes: compare_digest refuses str with non-ASCII characters (a header may carry any).
+    if path.startswith(ANTHROPIC_PREFIX) and "x-api-key" in headers:
+        return secrets.compare_digest(headers["x-api-key"].strip().encode(), api_key.encode())
+    scheme, _, token = headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), api_key.encode())

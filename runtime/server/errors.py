@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -35,6 +36,11 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
+ErrorShape = Callable[[int, str, str | None], Any]
+"""(status, message, param) -> an error body in one API's own shape. OpenAI's (`error_body`)
+is the default; the Anthropic and Ollama routes have their own, chosen by path in the app."""
+
+
 def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
     return {
         "error": {
@@ -50,8 +56,8 @@ def json_response(payload: Any, status: int = 200, headers: dict[str, str] | Non
     return Response(orjson.dumps(payload), status, headers=headers, media_type="application/json")
 
 
-def error_response(error: ApiError) -> Response:
-    return json_response(error_body(error.status, error.message, error.param), error.status, error.headers)
+def error_response(error: ApiError, shape: ErrorShape = error_body) -> Response:
+    return json_response(shape(error.status, error.message, error.param), error.status, error.headers)
 
 
 def as_api_error(error: Exception) -> ApiError | None:

@@ -1,6 +1,6 @@
 """Fixtures of the client tests: third-party clients (upstream SGLang's frontend, smg,
-sglang-router), each in a cached venv of its own, against real `sglang serve` processes on
-loopback.
+sglang-router, the anthropic and ollama clients, litellm), each in a cached venv of its own,
+against real `sglang serve` processes on loopback.
 
 The venvs are built on first use (about a minute and a half cold for upstream's frontend, whose
 package imports torch; seconds for the routers) and then found in the cache (venvs.py). The
@@ -16,7 +16,17 @@ import pytest
 
 from sglang.ci.servers import ServerGroup
 
-from .venvs import SGLANG_ROUTER, SMG, UPSTREAM_FRONTEND, Venv, VenvSpec, ensure_venv
+from .venvs import (
+    ANTHROPIC_CLIENT,
+    LITELLM,
+    OLLAMA_CLIENT,
+    SGLANG_ROUTER,
+    SMG,
+    UPSTREAM_FRONTEND,
+    Venv,
+    VenvSpec,
+    ensure_venv,
+)
 
 FIGURES = pytest.StashKey[dict[str, str]]()
 
@@ -62,6 +72,21 @@ def smg_venv(figures: dict[str, str]) -> Venv:
 @pytest.fixture(scope="session")
 def router_venv(figures: dict[str, str]) -> Venv:
     return _venv(SGLANG_ROUTER, figures)
+
+
+@pytest.fixture(scope="session")
+def anthropic_client_venv(figures: dict[str, str]) -> Venv:
+    return _venv(ANTHROPIC_CLIENT, figures)
+
+
+@pytest.fixture(scope="session")
+def ollama_client_venv(figures: dict[str, str]) -> Venv:
+    return _venv(OLLAMA_CLIENT, figures)
+
+
+@pytest.fixture(scope="session")
+def litellm_venv(figures: dict[str, str]) -> Venv:
+    return _venv(LITELLM, figures)
 
 
 @pytest.fixture(scope="module")

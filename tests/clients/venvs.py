@@ -174,3 +174,16 @@ SMG = VenvSpec(name="smg", requirements=("smg==1.13.0",), check_import="import s
 SGLANG_ROUTER = VenvSpec(
     name="sglang-router", requirements=("sglang-router==0.3.2",), check_import="import sglang_router.cli"
 )
+
+ANTHROPIC_CLIENT = VenvSpec(
+    name="anthropic-client", requirements=("anthropic==2.15.0",), check_import="import anthropic"
+)
+OLLAMA_CLIENT = VenvSpec(name="ollama-client", requirements=("ollama==0.6.3",), check_import="import ollama")
+LITELLM = VenvSpec(
+    name="litellm",
+    # litellm, and what our frontend imports besides what litellm brings (httpx, jinja2, click):
+    # `sgl.LiteLLM` runs in this venv with the checkout on PYTHONPATH, and the frontend never
+    # imports torch.
+    requirements=("litellm==1.110.2", "rich", "tqdm"),
+    check_import="import litellm",
+)

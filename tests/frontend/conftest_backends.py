@@ -1,12 +1,14 @@
 """The backends of the program suite, their declared limits, and the session runtimes behind them.
 
-Four backends, all on our runtime with the embedded model:
+Five backends, all on our runtime with the embedded model:
 
 - `endpoint`: `sgl.RuntimeEndpoint` on a live `sglang serve` subprocess (native /generate);
 - `engine`: `sgl.EngineBackend` on an in-process `sglang.Engine`;
 - `openai`: `sgl.OpenAI(model, is_chat_model=False, ...)` on the same server's /v1 (completions);
 - `openai-chat`: `sgl.OpenAI(model, ...)` on the same server's /v1, a chat model (the default
-  for a model name OpenAI does not list as a completion model).
+  for a model name OpenAI does not list as a completion model);
+- `anthropic`: `sgl.Anthropic(model, ...)` on the same server's /v1/messages (Anthropic's
+  Messages API: chat only, no log-probabilities, no parameters beyond its own).
 
 The server and the engine are started once per session, only if a collected test needs them, and
 at the same time (the server subprocess loads while the engine loads in-process). The server
@@ -68,6 +70,18 @@ BACKENDS: dict[str, BackendSpec] = {
             },
             select_requests=1,
         ),
+        BackendSpec(
+            "anthropic",
+            {
+                Feature.TEXT_GEN: (
+                    "Messages API: gen continues only an assistant turn, so a gen in raw text is a "
+                    "BackendCapabilityError (proved by test_declared_limit)"
+                ),
+                Feature.SCORING: "the Messages API returns no log-probabilities to score choices with",
+                Feature.SGLANG_PARAMS: "the Messages API has no min_tokens (sgl.Anthropic refuses it by name)",
+            },
+            select_requests=0,
+        ),
     )
 }
 REFERENCE_BACKEND = "endpoint"
@@ -96,6 +110,8 @@ class SuiteRuntimes:
         if name == "endpoint":
             return sgl.RuntimeEndpoint(self.server.url, api_key=API_KEY)
         model = self.server.model_name()
+        if name == "anthropic":
+            return sgl.Anthropic(model, base_url=self.server.url, api_key=API_KEY)
         chat = {"openai": False, "openai-chat": True}[name]
         return sgl.OpenAI(model, is_chat_model=chat, base_url=self.server.url + "/v1", api_key=API_KEY)
 

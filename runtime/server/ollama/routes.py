@@ -1,0 +1,201 @@
+"""Ollama's API: GET/HEAD /, GET /api/version, GET /api/tags, POST /api/show, /api/chat and
+/api/generate, over the OpenAI routes' planning code (see `convert.py`).
+
+The one served model is listed under the server's model name; a request may name it with
+Ollama's default tag (`NAME:latest`). A chat with no messages or a generate with no prompt is
+Ollama's "load the model" call: it answers done at once, generating nothing. Bodies are JSON
+whatever their Content-Type says, as in Ollama (whose examples post with a bare `curl -d`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeVar
+
+import orjson
+from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, ValidationError
+
+from sglang.runtime.server.errors import ApiError
+from sglang.runtime.server.ollama.convert import chat_request, generate_request
+from sglang.runtime.server.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
+from sglang.runtime.server.ollama.responses import (
+    ChunkStream,
+    assistant_message,
+    done_fields,
+    ollama_error_body,
+    timestamp,
+)
+from sglang.runtime.server.openai.chat import ToolParsing, chat_plan
+from sglang.runtime.server.openai.chat_template import ChatTemplateError, resolve_chat_template
+from sglang.runtime.server.openai.completions import completion_plan
+from sglang.runtime.server.openai.protocol import ChatCompletionRequest
+from sglang.runtime.server.openai.responses import json_response, run_to_end
+from sglang.runtime.server.output_stream import start_stream, stream_body
+from sglang.runtime.server.state import ServerState, server_state
+
+router = APIRouter()
+Body = TypeVar("Body", bound=BaseModel)
+
+OLLAMA_VERSION = "0.12.6"
+"""What /api/version reports: the Ollama release whose API these routes follow (clients compare
+it with their own and warn about an older server)."""
+DIGEST = "sha256:" + "0" * 64
+"""Ollama names a model's weights by their digest; this server has no such file, so a fixed one."""
+
+
+def _inlined(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _inlined(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        return {key: _inlined(value, defs) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inlined(value, defs) for value in node]
+    return node
+
+
+def _documented(model: type[BaseModel]) -> dict[str, Any]:
+    """The route's request body in the OpenAPI document (the handler parses it itself). Its
+    definitions are inlined: a `$ref` in the document resolves against the document's root."""
+    schema = model.model_json_schema()
+    inlined = _inlined(schema, schema.pop("$defs", {}))
+    return {"requestBody": {"content": {"application/json": {"schema": inlined}}, "required": True}}
+
+
+async def _parsed(request: Request, model: type[Body]) -> Body:
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as e:
+        raise RequestValidationError(e.errors(include_url=False)) from None
+
+
+def _check_model(state: ServerState, model: str | None) -> None:
+    state.check_model(model.removesuffix(":latest") if model else model)
+
+
+def _details(state: ServerState) -> dict[str, Any]:
+    family = state.info.model_path.rstrip("/").rsplit("/", 1)[-1]
+    return {
+        "parent_model": "",
+        "format": "sglang",
+        "family": family,
+        "families": [family],
+        "parameter_size": "",
+        "quantization_level": "",
+    }
+
+
+@router.get("/")
+async def root() -> Response:
+    return PlainTextResponse("Ollama is running")
+
+
+@router.head("/")
+async def root_probe() -> Response:
+    """The Ollama CLI's liveness probe."""
+    return Response()
+
+
+@router.get("/api/version")
+async def version() -> Response:
+    return json_response({"version": OLLAMA_VERSION})
+
+
+@router.get("/api/tags")
+async def tags(request: Request) -> Response:
+    state = server_state(request)
+    name = state.model_name
+    entry = {"name": name, "model": name, "modified_at": timestamp(), "size": 0, "digest": DIGEST}
+    return json_response({"models": [{**entry, "details": _details(state)}]})
+
+
+@router.post("/api/show", openapi_extra=_documented(ShowRequest))
+async def show(request: Request) -> Response:
+    body = await _parsed(request, ShowRequest)
+    state = server_state(request)
+    model = body.model or body.name
+    if not model:
+        raise ApiError(400, "model is required", "model")
+    _check_model(state, model)
+    details = _details(state)
+    family, context = details["family"], state.info.context_length
+    template = state.args.chat_template or state.info.chat_template or ""
+    return json_response(
+        {
+            "license": "",
+            "modelfile": f"FROM {state.info.model_path}\nPARAMETER num_ctx {context}\n",
+            "parameters": f"num_ctx {context}",
+            "template": template,
+            "details": details,
+            "model_info": {"general.architecture": family, f"{family}.context_length": context},
+            "capabilities": ["completion", "tools"],
+            "modified_at": timestamp(),
+        }
+    )
+
+
+def _template(state: ServerState) -> str:
+    try:
+        return resolve_chat_template(state.args.chat_template, state.info.chat_template)
+    except ChatTemplateError as e:
+        raise ApiError(400, str(e)) from None
+
+
+def _loaded(model: str, chat: bool, stream: bool) -> Response:
+    """The answer to a load call: done, with nothing generated."""
+    body: dict[str, Any] = {"model": model, "created_at": timestamp(), "done": True, "done_reason": "load"}
+    body.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
+    if stream:
+        return Response(orjson.dumps(body) + b"\n", media_type="application/x-ndjson")
+    return json_response(body)
+
+
+@router.post("/api/chat", openapi_extra=_documented(ChatRequest))
+async def chat(request: Request) -> Response:
+    body = await _parsed(request, ChatRequest)
+    state = server_state(request)
+    _check_model(state, body.model)
+    if not body.messages:
+        return _loaded(body.model, True, body.stream)
+    plan = chat_plan(chat_request(body), state.tokenizer, _template(state), None, state.args.tool_call_parser)
+    return await _respond(state, body.model, plan.input, plan.names, body.stream, True, plan.tools)
+
+
+@router.post("/api/generate", openapi_extra=_documented(GenerateRequest))
+async def generate(request: Request) -> Response:
+    body = await _parsed(request, GenerateRequest)
+    state = server_state(request)
+    _check_model(state, body.model)
+    if not body.prompt:
+        return _loaded(body.model, False, body.stream)
+    converted = generate_request(body)
+    if isinstance(converted, ChatCompletionRequest):
+        plan: Any = chat_plan(converted, state.tokenizer, _template(state))
+    else:
+        plan = completion_plan(converted, state.tokenizer.decode)
+    return await _respond(state, body.model, plan.input, plan.names, body.stream, False, None)
+
+
+async def _respond(
+    state: ServerState,
+    model: str,
+    obj: Any,
+    names: dict[str, str],
+    stream: bool,
+    chat: bool,
+    tools: ToolParsing | None,
+) -> Response:
+    if not stream:
+        started = time.monotonic()
+        (output,) = await run_to_end(state.manager, obj, names)
+        meta = {"e2e_latency": time.monotonic() - started, **output["meta_info"]}
+        body: dict[str, Any] = {"model": model, "created_at": timestamp()}
+        body.update({"message": assistant_message(output["text"], tools)} if chat else {"response": output["text"]})
+        return json_response({**body, **done_fields(meta)})
+    first, outputs = await start_stream(state.manager, obj, names)
+    chunks = ChunkStream(model, chat, tools)
+    render = lambda output: [orjson.dumps(chunk) + b"\n" for chunk in chunks.update(output)]
+    error = lambda api: orjson.dumps(ollama_error_body(api.status, api.message)) + b"\n"
+    return StreamingResponse(stream_body(first, outputs, render, error, names), media_type="application/x-ndjson")
