@@ -36,9 +36,9 @@ LAYERS: dict[str, tuple[int, int, int, int | None, float | None]] = {
     "gqa8_window": (8, 1, 32, 6, None),
     # The smallest head dim the vendor attention kernels take (flashinfer, aiter, IPEX: 64+).
     "gqa_d64": (8, 2, 64, None, None),
-    # Real models' shapes: head dim 128 with GQA group 7 (Qwen2.5-0.5B's 14/2; Qwen2.5-7B is
-    # 28/4), head dim 256 with group 5. Few tokens keep the Triton interpreter quick.
-    "gqa7_d128": (14, 2, 128, None, None),
+    # Real models' shapes: head dim 128 with GQA group 7 (Qwen2.5-7B: 28/4, one KV head per
+    # rank at --tp-size 4), head dim 256 with group 5. Few tokens keep the interpreter quick.
+    "gqa7_d128": (7, 1, 128, None, None),
     "gqa5_d256": (5, 1, 256, None, None),
 }
 

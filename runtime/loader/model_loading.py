@@ -18,6 +18,7 @@ from sglang.ops.selection import OpTable
 from sglang.platforms import Platform, select_platform
 from sglang.platforms.base import ModelFacts
 from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.layers.moe import prime_moe_layers
 from sglang.runtime.layers.quantized import apply_weight_formats, planned_formats, prime_quantized_layers
 from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.loader import ModelSource, open_model_source
@@ -114,6 +115,7 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
     model.to(platform.device()).eval()
     with torch.inference_mode():
         prime_quantized_layers(model)
+        prime_moe_layers(model)
     logger.info(
         "loaded %s (%s, %s) on %s in %.1f s",
         source.origin.name,

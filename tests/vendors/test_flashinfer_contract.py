@@ -42,7 +42,7 @@ def test_every_cuda_core_group_is_dispatched() -> None:
 
 @pytest.mark.parametrize(("layer", "tensor_cores"), [("gqa7_d128", True), ("gqa5_d256", True), ("gqa", False)])
 def test_decode_path_follows_the_gqa_group(layer: str, tensor_cores: bool, monkeypatch) -> None:
-    """Groups 7 (Qwen2.5-0.5B's 14/2; Qwen2.5-7B's 28/4) and 5 decode on tensor cores, group 3
+    """Groups 7 (Qwen2.5-7B: 28/4) and 5 decode on tensor cores, group 3
     on CUDA cores."""
     recorder = Recorder()
     scenario = _scenario(layer)
