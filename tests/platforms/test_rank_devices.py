@@ -71,7 +71,8 @@ def test_a_rank_without_a_device_fails_with_the_hint(name: str, fake_devices, mo
     fake_devices(name, count=1)
     platform = platform_class(name)()
     monkeypatch.setenv(platform.visible_devices_env, "0")
-    with pytest.raises(PlatformError, match=f"local rank 1 needs device 1, but 1 visible.*{platform.visible_devices_env}"):
+    expected = f"local rank 1 needs device 1, but 1 visible.*{platform.visible_devices_env}"
+    with pytest.raises(PlatformError, match=expected):
         platform.bind_local_rank(1)
 
 
