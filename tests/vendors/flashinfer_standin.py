@@ -3,9 +3,9 @@ rope and sampling, computing with our references. See `standin` for what it is a
 
 Each rule a wrapper enforces names where FlashInfer states it (paths in flashinfer-ai/flashinfer,
 read at release 0.6.17 and main of 2026-08):
-- the float workspace "Must be initialized to 0 for its first use" (flashinfer/decode.py and
-  flashinfer/prefill.py, the wrappers' `__init__` docstrings): checked the first time a buffer
-  reaches a wrapper;
+- the float workspace "Must be initialized to 0 for its first use" (flashinfer/decode.py,
+  `BatchDecodeWithPagedKVCacheWrapper.__init__`'s docstring; prefill.py's class example makes it
+  with `torch.zeros`): checked the first time a buffer reaches a wrapper;
 - CUDA-core decode plans only GQA groups 1, 2, 3, 4, 8 (`DISPATCH_GQA_GROUP_SIZE` in
   include/flashinfer/utils.cuh, reached from `BatchDecodeWithPagedKVCachePlan` in
   csrc/batch_decode.cu, raising "Unsupported group_size"); with `use_tensor_cores=True` decode
@@ -43,7 +43,7 @@ class _PagedWrapper:
         expect_tensor(float_workspace_buffer, "workspace", dtype=torch.uint8, ndim=1)
         expect(float_workspace_buffer.numel() == WORKSPACE_BYTES, "the workspace must be 128 MB")
         if float_workspace_buffer.data_ptr() not in recorder.seen_workspaces:
-            # decode.py/prefill.py __init__: "Must be initialized to 0 for its first use".
+            # decode.py BatchDecodeWithPagedKVCacheWrapper.__init__: "Must be initialized to 0 ...".
             expect(not bool(float_workspace_buffer.any()), "the float workspace must be zeroed before first use")
             recorder.seen_workspaces.add(float_workspace_buffer.data_ptr())
         expect(kv_layout == "NHD", f"kv_layout {kv_layout!r}: the adapter's pages are NHD")

@@ -9,9 +9,9 @@ one-token rows). FlashInfer takes the scale, window and soft-cap at plan time, s
 layer setting is planned once per step, on first use.
 
 Decode runs on tensor cores where the GQA group needs it (`family.decode_on_tensor_cores`: the
-CUDA-core kernels dispatch only some group sizes). The float workspace starts zeroed, as every
-wrapper's constructor documents ("must be initialized to 0 for its first use"): its split-KV
-partial results are read before a kernel has written them.
+CUDA-core kernels dispatch only some group sizes). The float workspace, shared by every wrapper,
+starts zeroed, as the decode wrapper's constructor documents ("Must be initialized to 0 for its
+first use"): its split-KV scratch is read before a kernel has written all of it.
 
 Graph capture: each bucket gets a decode wrapper in FlashInfer's CUDA-graph mode over fixed
 buffers (indptr, indices, last page lengths, new-token slots); `replay_metadata` re-plans it,
