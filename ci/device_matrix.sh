@@ -69,28 +69,37 @@ device_boundary() {  # the next step uses the GPU: a dry run ends here
 export PYTHONUNBUFFERED=1
 # Steps without a device ----------------------------------------------------------------------
 step pins 30 "$PY" - "$PINS" "$WHEELS" "$MAX_WHEEL_BYTES" <<'EOF'
-"""Every pin is exact and is the version installed here (the set the project's tests run); the
-downloaded wheels, when present, are those pins and fit the carry limit."""
+"""Every pin is exact, and the pins agree with each other: each pinned package installed here at
+its pinned version must accept the other pins (pydantic 2.14.4 requires pydantic-core==2.50.5).
+A pin that differs from the installed version is reported (its pairing is then unchecked). The
+downloaded wheels, when present, are the pins and fit the carry limit."""
 import importlib.metadata as md, pathlib, re, sys
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 pins_file, wheels, limit = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), int(sys.argv[3])
-pins = [l.strip() for l in pins_file.read_text().splitlines() if l.strip() and not l.startswith("#")]
-bad = []
-for pin in pins:
-    name, sep, version = pin.partition("==")
-    if not sep:
-        bad.append(f"{pin}: not pinned with ==")
-        continue
-    try:
-        installed = md.version(name)
-    except md.PackageNotFoundError:
-        bad.append(f"{name}: not installed here, so its pin is untested")
-        continue
-    if installed != version:
-        bad.append(f"{name}: pinned {version}, installed {installed}")
+lines = [l.strip() for l in pins_file.read_text().splitlines() if l.strip() and not l.startswith("#")]
+bad = [f"{l}: not pinned with ==" for l in lines if "==" not in l]
+pins = dict(l.split("==", 1) for l in lines if "==" in l)
+by_key = {canonicalize_name(n): v for n, v in pins.items()}
+for name, version in pins.items():
     if wheels.is_dir():
         stem = re.sub(r"[-_.]+", "_", name).lower() + "-" + version + "-"
         if not any(w.name.lower().startswith(stem) for w in wheels.glob("*.whl")):
             bad.append(f"{name}: no {version} wheel in {wheels}/")
+    try:
+        installed = md.version(name)
+    except md.PackageNotFoundError:
+        installed = None
+    if installed != version:
+        print(f"{name}: pinned {version}, installed here {installed}: its requirements unchecked")
+        continue
+    for text in md.requires(name) or []:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        pinned = by_key.get(canonicalize_name(req.name))
+        if pinned is not None and not req.specifier.contains(pinned, prereleases=True):
+            bad.append(f"{name}=={version} requires {req}, pinned {req.name}=={pinned}")
 if wheels.is_dir():
     size = sum(w.stat().st_size for w in wheels.iterdir())
     if size > limit:
@@ -98,7 +107,7 @@ if wheels.is_dir():
     print(f"{wheels}/: {size} bytes")
 else:
     print(f"{wheels}/ absent: run ci/device_matrix.sh --prepare before the GPU run")
-print("\n".join(bad) or f"{len(pins)} pins match the installed versions")
+print("\n".join(bad) or f"{len(pins)} pins agree with each other")
 sys.exit(1 if bad else 0)
 EOF
 if [ $DRY_RUN -eq 1 ]; then
