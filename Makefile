@@ -47,6 +47,8 @@ test: setup
 	# Matrix rows that run somewhere other than the device they are about, labelled so: the Triton
 	# kernels in Triton's interpreter (cpu tensors), and the tpu platform on XLA:CPU.
 	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter,tpu-xla-cpu --suites op_parity,model_parity
+	# The GPU run's script, every step up to its first device call (pins, install, op plans).
+	PYTHON=$(PY) OUT=$$(mktemp -d) bash ci/device_matrix.sh --dry-run
 	$(PY) -m pytest -q -m "not slow"
 
 test-slow: setup

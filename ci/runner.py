@@ -39,9 +39,15 @@ SUITES: tuple[Suite, ...] = (
     ),
     Suite(
         "op_parity",
-        ("sglang.ci.suites.test_op_parity", "sglang.ci.suites.test_device_runtime"),
+        (
+            "sglang.ci.suites.test_op_parity",
+            "sglang.ci.suites.test_device_runtime",
+            "sglang.ci.suites.test_triton_capture",
+            "sglang.ci.suites.test_triton_tuning",
+        ),
         True,
-        "every eligible kernel candidate of every op vs the reference; the device runtime",
+        "every eligible kernel candidate of every op vs the reference; the device runtime; the Triton "
+        "backend's capture hooks and tuning (where Triton launches: a GPU, or its interpreter)",
     ),
     Suite(
         "model_parity",

@@ -78,6 +78,10 @@ class Candidate:
     tunable: bool = False
     """The implementation takes a keyword `tuning` (block sizes, warps): the platform's tuning
     for this family is bound to it, so kernels never read tuning from globals."""
+    path: Callable[[SelectionContext], str | None] | None = None
+    """Which of its own code paths the implementation takes for a model (flashinfer: decode on
+    tensor cores or CUDA cores, by GQA group), for `sglang ops` to say. It must import on any
+    machine: it decides from the context alone, as the implementation does at run time."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,8 @@ class OpChoice:
     op: str
     chosen: Candidate
     rejected: tuple[Rejected, ...]
+    path: str | None = None
+    """The chosen candidate's code path for this model (`Candidate.path`), when it has one."""
 
     @property
     def native(self) -> bool:
@@ -194,7 +200,8 @@ def choose(
         chosen = next(c for c in ranked if reasons[c] is None)
         lost = f"{chosen.family} preferred"
     rejected = tuple(Rejected(c, reasons[c] or lost, eligible=reasons[c] is None) for c in ranked if c is not chosen)
-    return OpChoice(op=op, chosen=chosen, rejected=rejected)
+    path = chosen.path(ctx) if chosen.path is not None else None
+    return OpChoice(op=op, chosen=chosen, rejected=rejected, path=path)
 
 
 @dataclass(frozen=True)
@@ -224,6 +231,7 @@ class OpTable:
                     "op": c.op,
                     "family": c.chosen.family,
                     "candidate": c.chosen.qualname,
+                    "path": c.path,
                     "rejected": [
                         {"family": r.candidate.family, "candidate": r.candidate.qualname, "reason": r.reason}
                         for r in c.rejected
@@ -238,7 +246,8 @@ class OpTable:
         rows = [("op", "family", "candidate", "other candidates")]
         for c in self.choices:
             others = "; ".join(f"{r.candidate.family}: {r.reason}" for r in c.rejected) or "-"
-            rows.append((c.op, c.chosen.family, c.chosen.qualname, others))
+            candidate = c.chosen.qualname + (f" ({c.path})" if c.path else "")
+            rows.append((c.op, c.chosen.family, candidate, others))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:3], widths)) + "  " + r[3] for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * len(rows[0][3]))

@@ -24,7 +24,7 @@ from sglang import ops
 from sglang.ops.binding import force_reference_requested, resolve
 from sglang.ops.collectives import Communicator, SingleProcessCommunicator, TorchDistributedCommunicator
 from sglang.ops.selection import Candidate, OpTable, Requirements, SelectionContext, select
-from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.platforms.device_runtime import DeviceRuntime, visible_devices_hint
 from sglang.platforms.kernels.registry import family, probe_failure
 
 if TYPE_CHECKING:
@@ -141,12 +141,17 @@ class Platform(ABC):
     """Qualified name of the device runtime (synchronize, memory, caches, graph capture)."""
     distributed_backend: ClassVar[str] = "gloo"
     """The torch.distributed backend this platform's collectives run on."""
+    visible_devices_env: ClassVar[str | None] = None
+    """The variable that hides this platform's devices from a process (`CUDA_VISIBLE_DEVICES`);
+    set on platforms whose tensor-parallel ranks each take a device of their own."""
 
     def __init__(self, kernel_families: Sequence[str] | None = None) -> None:
         """`kernel_families` replaces the declared list, for conformance runs of one family
         on another platform's tensors (the Triton interpreter on cpu)."""
         if kernel_families is not None:
             self.kernel_families = tuple(kernel_families)
+        self.device_index = 0
+        """This process's device (`bind_local_rank`); 0 outside tensor parallelism."""
 
     @classmethod
     @abstractmethod
@@ -157,8 +162,25 @@ class Platform(ABC):
     def is_available(cls) -> bool:
         return cls.availability().available
 
-    def device(self, index: int = 0) -> torch.device:
-        return torch.device(self.device_type, index)
+    def device(self, index: int | None = None) -> torch.device:
+        """Device `index`, by default this process's own (`bind_local_rank`)."""
+        return torch.device(self.device_type, self.device_index if index is None else index)
+
+    def bind_local_rank(self, local_rank: int) -> None:
+        """Tensor parallelism: the rank `local_rank` of this node takes the device of that index
+        among those visible to it, made current (so memory is counted, and collectives run, on
+        its own device); before the process group is joined. A platform without
+        `visible_devices_env` (cpu, tpu) keeps one device for every rank."""
+        if self.visible_devices_env is None:
+            return
+        count = self.runtime.device_count()
+        if local_rank >= count:
+            raise PlatformError(
+                f"{self.name}: local rank {local_rank} needs device {local_rank}, but {count} "
+                f"visible{visible_devices_hint(self.visible_devices_env)}: one device per rank on a node"
+            )
+        self.device_index = local_rank
+        self.runtime.set_device(local_rank)
 
     def device_capability(self) -> tuple[int, int] | None:
         """The device's compute capability where kernels depend on it (CUDA's sm version)."""

@@ -82,6 +82,15 @@ class TorchDeviceRuntime(DeviceRuntime):
         """Returns the caching allocator's unused blocks to the driver."""
         self.device_module().empty_cache()
 
+    def device_count(self) -> int:
+        """Devices this process sees (after the platform's visible-devices variable)."""
+        return int(self.device_module().device_count())
+
+    def set_device(self, index: int) -> None:
+        """Makes device `index` this process's current one: where `memory_info`, `synchronize`,
+        caches and the collective backend's communicator act."""
+        self.device_module().set_device(index)
+
 
 GRAPH_WARMUP_RUNS = 3
 """Eager runs before capture, on a side stream, as torch's CUDA-graph guide prescribes: lazy

@@ -127,6 +127,22 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         note="layer 0 full attention, layer 1 sliding window (layer_types)",
     ),
     ModelSpec("qwen3-qknorm", Qwen3Config, "Qwen3ForCausalLM", {"head_dim": 32}, note="q/k norm, head_dim != H/heads"),
+    # Real models' attention shapes on a tiny body: head dim 128 with GQA group 7 (Qwen2.5-7B's
+    # 28/4), head dim 256 with group 5 (vendor decode kernels dispatch on both).
+    ModelSpec(
+        "qwen3-gqa7-d128",
+        Qwen3Config,
+        "Qwen3ForCausalLM",
+        {"num_attention_heads": 7, "num_key_value_heads": 1, "head_dim": 128},
+        note="head dim 128, GQA group 7",
+    ),
+    ModelSpec(
+        "llama-gqa5-d256",
+        LlamaConfig,
+        "LlamaForCausalLM",
+        {"hidden_size": 80, "num_attention_heads": 5, "num_key_value_heads": 1, "head_dim": 256},
+        note="head dim 256, GQA group 5",
+    ),
     ModelSpec("mixtral", MixtralConfig, "MixtralForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2}),
     ModelSpec(
         "qwen2-moe-shared",

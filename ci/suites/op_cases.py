@@ -237,6 +237,8 @@ CASES: list[OpCase] = [
     OpCase("moe_experts", "gelu_top3", _moe_experts(11, 6, 32, 8, 3, "gelu_pytorch_tanh")),
     # 8 experts, top-2, hidden and intermediate sizes that are not multiples of the GEMM tiles.
     OpCase("moe_experts", "e8_top2", _moe_experts(9, 8, 80, 48, 2, "silu")),
+    # Sizes AITER's weight shuffle tiles (rows a multiple of 16, columns of 32).
+    OpCase("moe_experts", "e8_top2_tiled", _moe_experts(6, 8, 64, 32, 2, "silu")),
     OpCase("apply_penalties", "3x40", _penalties(3, 40)),
     OpCase(
         "apply_token_bitmask",

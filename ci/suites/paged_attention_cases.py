@@ -36,9 +36,15 @@ LAYERS: dict[str, tuple[int, int, int, int | None, float | None]] = {
     "gqa8_window": (8, 1, 32, 6, None),
     # The smallest head dim the vendor attention kernels take (flashinfer, aiter, IPEX: 64+).
     "gqa_d64": (8, 2, 64, None, None),
+    # Real models' shapes: head dim 128 with GQA group 7 (Qwen2.5-7B: 28/4, one KV head per
+    # rank at --tp-size 4), head dim 256 with group 5. Few tokens keep the interpreter quick.
+    "gqa7_d128": (7, 1, 128, None, None),
+    "gqa5_d256": (5, 1, 256, None, None),
 }
 
 PAGE_SIZES = (1, 16)
+VENDOR_PAGE_SIZES = (16, 32, 64)
+"""Page sizes the vendor families' paged kernels are run with in real deployments."""
 
 CASES: tuple[tuple[str, str, int], ...] = (
     *(
@@ -51,11 +57,15 @@ CASES: tuple[tuple[str, str, int], ...] = (
     *((s, "gqa8_window", p) for s in ("decode", "mixed") for p in PAGE_SIZES),
     *((s, "gqa_d64", 16) for s in ("cached_prefix", "decode", "mixed")),
     ("decode", "gqa_d64", 1),
+    ("decode", "gqa7_d128", 16),
+    ("mixed", "gqa7_d128", 32),
+    ("cached_prefix", "gqa5_d256", 64),
 )
 """(scenario, layer, page size) the parity suites run: the full product of the short scenarios
 and the first four layers, and the long scenario, GQA ratio 8 and head dim 64 where they add
 coverage (the Triton interpreter is slow, and every case runs for every candidate; head dim 64 is
-what makes the vendor kernels, which take no smaller heads, eligible at all)."""
+what makes the vendor kernels, which take no smaller heads, eligible at all); and the real shapes
+(head dims 128 and 256, GQA groups 7 and 5) at the vendor page sizes, one scenario each."""
 SPARE_PAGES = 3
 """Pages no sequence owns: garbage a wrong read would hit."""
 

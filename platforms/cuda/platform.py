@@ -26,6 +26,7 @@ class CudaPlatform(Platform):
     kernel_families = ("flashinfer", "triton", "torch_native")
     kernel_tuning = {"triton": TritonTuning(num_warps=4, num_stages=2)}
     runtime_class = "sglang.platforms.cuda.runtime:CudaRuntime"
+    visible_devices_env = "CUDA_VISIBLE_DEVICES"
     distributed_backend = "nccl"
 
     @classmethod
@@ -35,7 +36,7 @@ class CudaPlatform(Platform):
         if torch.version.cuda is None:
             return Availability.no("torch was built without CUDA")
         if not torch.cuda.is_available():
-            return Availability.no("no CUDA device visible" + visible_devices_hint("CUDA_VISIBLE_DEVICES"))
+            return Availability.no("no CUDA device visible" + visible_devices_hint(cls.visible_devices_env))
         return Availability.yes()
 
     def device_capability(self) -> tuple[int, int] | None:

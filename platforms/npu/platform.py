@@ -26,6 +26,7 @@ class NpuPlatform(Platform):
     )
     kernel_families = ("torch_npu", "torch_native")
     runtime_class = "sglang.platforms.npu.runtime:NpuRuntime"
+    visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
     distributed_backend = "hccl"
 
     @classmethod
@@ -37,7 +38,7 @@ class NpuPlatform(Platform):
         except Exception as exc:  # a missing CANN toolkit surfaces as OSError/RuntimeError, not ImportError
             return Availability.no(f"torch_npu failed to import: {exc}")
         if not torch.npu.is_available():
-            return Availability.no("no Ascend NPU visible" + visible_devices_hint("ASCEND_RT_VISIBLE_DEVICES"))
+            return Availability.no("no Ascend NPU visible" + visible_devices_hint(cls.visible_devices_env))
         return Availability.yes()
 
     def device(self, index: int = 0) -> torch.device:

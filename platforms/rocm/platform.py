@@ -27,6 +27,7 @@ class RocmPlatform(Platform):
     kernel_families = ("aiter", "triton", "torch_native")
     kernel_tuning = {"triton": TritonTuning(num_warps=4, num_stages=2, waves_per_eu=2)}
     runtime_class = "sglang.platforms.cuda.runtime:CudaRuntime"
+    visible_devices_env = "HIP_VISIBLE_DEVICES"
     distributed_backend = "nccl"
 
     @classmethod
@@ -34,5 +35,5 @@ class RocmPlatform(Platform):
         if getattr(torch.version, "hip", None) is None:
             return Availability.no("torch was built without HIP")
         if not torch.cuda.is_available():
-            return Availability.no("no ROCm (HIP) device visible" + visible_devices_hint("HIP_VISIBLE_DEVICES"))
+            return Availability.no("no ROCm (HIP) device visible" + visible_devices_hint(cls.visible_devices_env))
         return Availability.yes()

@@ -28,6 +28,7 @@ class XpuPlatform(Platform):
     family_requirements = {"triton": Requirements(packages=("triton.backends.intel",))}
     kernel_tuning = {"triton": TritonTuning(num_warps=8, num_stages=2)}
     runtime_class = "sglang.platforms.xpu.runtime:XpuRuntime"
+    visible_devices_env = "ZE_AFFINITY_MASK"
     distributed_backend = "xccl"
 
     @classmethod
@@ -37,5 +38,5 @@ class XpuPlatform(Platform):
         if xpu is None or not xpu._is_compiled():
             return Availability.no("torch was built without XPU")
         if not xpu.is_available():
-            return Availability.no("no XPU device visible" + visible_devices_hint("ZE_AFFINITY_MASK"))
+            return Availability.no("no XPU device visible" + visible_devices_hint(cls.visible_devices_env))
         return Availability.yes()

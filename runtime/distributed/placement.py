@@ -1,7 +1,8 @@
 """Where the tensor-parallel ranks run and how they meet (SGLang's flags).
 
 `--tp-size N` ranks over `--nnodes` nodes, `N / nnodes` consecutive ranks per node; node
-`--node-rank 0` holds rank 0 (the scheduler that serves HTTP). The ranks meet at
+`--node-rank 0` holds rank 0 (the scheduler that serves HTTP). A rank's index on its node is its
+local rank, and on an accelerator it takes the device of that index (`Platform.bind_local_rank`). The ranks meet at
 `--dist-init-addr HOST:PORT` (rank 0 listens there), by default a free loopback port. A rank
 joins the process group on its platform's distributed backend, and every collective it then
 waits in fails after `--dist-timeout` seconds rather than hanging.
@@ -25,6 +26,8 @@ class RankPlacement:
     world_size: int
     init_method: str
     timeout_s: float
+    local_rank: int = 0
+    """The rank's index among its node's ranks: its device index."""
 
     @property
     def name(self) -> str:
@@ -45,7 +48,10 @@ def node_placements(args: ServerArgs) -> list[RankPlacement]:
     timeout = args.dist_timeout or args.watchdog_timeout
     per_node = args.tp_size // args.nnodes
     first = args.node_rank * per_node
-    return [RankPlacement(r, args.tp_size, f"tcp://{address}", timeout) for r in range(first, first + per_node)]
+    return [
+        RankPlacement(r, args.tp_size, f"tcp://{address}", timeout, local_rank=r - first)
+        for r in range(first, first + per_node)
+    ]
 
 
 def check_backend(platform: Platform, tp_size: int) -> None:
@@ -61,10 +67,13 @@ def check_backend(platform: Platform, tp_size: int) -> None:
 
 
 def join(platform: Platform, placement: RankPlacement | None) -> TPGroup:
-    """Joins the ranks' process group and makes it this process's `tp_group()`."""
+    """Takes this rank's device, joins the ranks' process group and makes it this process's
+    `tp_group()`. The device comes first: the collective backend binds to the current device,
+    and the KV pool is sized from this device's free memory."""
     if placement is None:
         return SINGLE
     check_backend(platform, placement.world_size)
+    platform.bind_local_rank(placement.local_rank)
     comm = platform.init_distributed(placement.rank, placement.world_size, placement.init_method, placement.timeout_s)
     group = TPGroup(placement.rank, placement.world_size, comm)
     set_tp_group(group)

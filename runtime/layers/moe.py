@@ -87,3 +87,21 @@ class SparseMoE(Module):
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return out
+
+    def prime(self) -> None:
+        """Runs the bound expert kernel once on one zero token routed to expert 0. A kernel that
+        keeps expert weights in a layout of its own (AITER shuffles them, in place) sets it up
+        here, at load, so the memory it needs is in use before the KV pool is sized."""
+        experts = self.experts
+        weight = experts.gate_up_proj
+        x = torch.zeros(1, weight.shape[-1], dtype=weight.dtype, device=weight.device)
+        route = torch.ones(1, 1, dtype=torch.float32, device=weight.device)
+        first = torch.zeros(1, 1, dtype=torch.int64, device=weight.device)
+        ops.moe_experts(x, weight, experts.down_proj, route, first, self.activation)
+
+
+def prime_moe_layers(model: torch.nn.Module) -> None:
+    """`SparseMoE.prime` on every MoE block of `model` (on its device, after the weights load)."""
+    for module in model.modules():
+        if isinstance(module, SparseMoE):
+            module.prime()

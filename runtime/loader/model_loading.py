@@ -18,6 +18,7 @@ from sglang.ops.selection import OpTable
 from sglang.platforms import Platform, select_platform
 from sglang.platforms.base import ModelFacts
 from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.layers.moe import prime_moe_layers
 from sglang.runtime.layers.quantized import apply_weight_formats, planned_formats, prime_quantized_layers
 from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.loader import ModelSource, open_model_source
@@ -75,13 +76,13 @@ def open_source(args: ServerArgs, platform: Platform) -> tuple[ModelSource, Mode
 
 
 def model_facts(
-    args: ServerArgs, source: ModelSource, config: ModelConfig, plan: WeightPlan | None = None
+    args: ServerArgs, dtype: torch.dtype, config: ModelConfig, plan: WeightPlan | None = None
 ) -> ModelFacts:
     """The shapes this rank's kernels see (its share of the heads under tensor parallelism) and
     the weight formats they are handed."""
     q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())
     return ModelFacts(
-        dtype=source.dtype,
+        dtype=dtype,
         head_dim=config.head_dim,
         num_heads=q_heads.size,
         num_kv_heads=kv_heads.size,
@@ -96,7 +97,7 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
     source, config = open_source(args, platform)
     plan = weight_plan(source, args.dtype, args.quantization)
     op_table = platform.bind_ops(
-        model_facts(args, source, config, plan),
+        model_facts(args, source.dtype, config, plan),
         args.op_overrides(),
         force_reference=True if args.reference_ops else None,
     )
@@ -114,6 +115,7 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
     model.to(platform.device()).eval()
     with torch.inference_mode():
         prime_quantized_layers(model)
+        prime_moe_layers(model)
     logger.info(
         "loaded %s (%s, %s) on %s in %.1f s",
         source.origin.name,

@@ -1,5 +1,15 @@
 """A recording stand-in of AMD's `aiter` (paged_attention_ragged, flash_attn_varlen_func,
-rmsnorm2d_fwd(_with_add), fused_moe over shuffled weights), computing with our references."""
+rmsnorm2d_fwd(_with_add), fused_moe over shuffled weights), computing with our references.
+
+The MoE rules, from ROCm/aiter (main of 2026-08):
+- `shuffle_weight` (aiter/ops/shuffle.py) asserts `x.shape[-2] % 16 == 0` and
+  `x.shape[-1] % 32 == 0` for layout (16, 16), returns a new tensor and sets `is_shuffled` on it;
+- `fused_moe` (aiter/fused_moe.py `_fused_moe_impl`) reads `is_shuffled` off w1 and w2, asserts
+  the output dtype is fp16 or bf16 and w1 `[E, 2 * inter, model_dim]` against w2
+  `[E, model_dim, inter]` (`get_inter_dim`); ActivationType is Silu = 0, Gelu = 1
+  (csrc/include/aiter_enum.h).
+The stand-in's own tile layout is a reversible flip, not AITER's: only the rules are the vendor's.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +33,6 @@ class ActivationType(enum.Enum):
 
 
 def build(recorder: Recorder) -> dict:
-    shuffled: dict[int, torch.Tensor] = {}
-
     def rmsnorm2d_fwd(input, weight, epsilon):
         expect_tensor(input, "input", ndim=2)
         recorder.record("rmsnorm2d_fwd", epsilon=epsilon)
@@ -118,14 +126,19 @@ def build(recorder: Recorder) -> dict:
 
     def shuffle_weight(x, layout=(16, 16)):
         expect(layout == (16, 16), "AITER's MoE kernels read 16x16 tiles")
+        expect(x.shape[-2] % 16 == 0, f"{x.shape[-2]} % 16 == {x.shape[-2] % 16}")
+        expect(x.shape[-1] % 32 == 0, f"{x.shape[-1]} % 32 == {x.shape[-1] % 32}")
         recorder.record("shuffle_weight", shape=tuple(x.shape))
         tiled = x.flip(-1).contiguous()  # any reversible layout change: fused_moe undoes it
-        shuffled[id(tiled)] = tiled
+        tiled.is_shuffled = True
         return tiled
 
     def fused_moe(hidden_states, w1, w2, topk_weight, topk_ids, expert_mask=None, activation=ActivationType.Silu):
         for w, what in ((w1, "w1"), (w2, "w2")):
-            expect(shuffled.get(id(w)) is w, f"{what} must be passed through shuffle_weight")
+            expect(getattr(w, "is_shuffled", False), f"{what} must be passed through shuffle_weight")
+        expect(hidden_states.dtype in (torch.float16, torch.bfloat16), "Fused_moe unsupported out dtype")
+        experts, inter2, model_dim = w1.shape
+        expect(tuple(w2.shape) == (experts, model_dim, inter2 // 2), "Invalid MoE weight: w1/w2 shapes disagree")
         expect_tensor(topk_ids, "topk_ids", dtype=torch.int32, ndim=2)
         expect_tensor(topk_weight, "topk_weight", dtype=torch.float32, ndim=2)
         expect(activation is ActivationType.Silu, "the adapter sends SiLU only")

@@ -1,5 +1,20 @@
 """A recording stand-in of `flashinfer` (0.7-era API): batch paged wrappers, norm, activation,
-rope and sampling, computing with our references. See `standin` for what it is and is not."""
+rope and sampling, computing with our references. See `standin` for what it is and is not.
+
+Each rule a wrapper enforces names where FlashInfer states it (paths in flashinfer-ai/flashinfer,
+read at release 0.6.17 and main of 2026-08):
+- the float workspace "Must be initialized to 0 for its first use" (flashinfer/decode.py,
+  `BatchDecodeWithPagedKVCacheWrapper.__init__`'s docstring; prefill.py's class example makes it
+  with `torch.zeros`): checked the first time a buffer reaches a wrapper;
+- CUDA-core decode plans only GQA groups 1, 2, 3, 4, 8 (`DISPATCH_GQA_GROUP_SIZE` in
+  include/flashinfer/utils.cuh, reached from `BatchDecodeWithPagedKVCachePlan` in
+  csrc/batch_decode.cu, raising "Unsupported group_size"); with `use_tensor_cores=True` decode
+  plans the prefill kernels (flashinfer/decode.py `_plan_impl`), which take any group;
+- `num_qo_heads` is a multiple of `num_kv_heads` (`CHECK_GQA_HEAD_DIVISIBLE`, csrc);
+- `kv_layout` is NHD or HND (`_check_kv_layout`, flashinfer/utils.py); ours is NHD;
+- CUDA-graph mode needs the three page-view buffers as tensors, the indptr one `batch + 1` long
+  (flashinfer/decode.py `BatchDecodeWithPagedKVCacheWrapper.__init__`).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +28,8 @@ from sglang.ops.sampling import filter_probs
 from .standin import Recorder, expect, expect_tensor, layer_from, module, reference_attention, token_slots
 
 WORKSPACE_BYTES = 128 * 1024 * 1024
+CUDA_CORE_DECODE_GROUPS = (1, 2, 3, 4, 8)
+"""include/flashinfer/utils.cuh `DISPATCH_GQA_GROUP_SIZE` (to 0.6.17; main added 6 in 2026-08)."""
 
 
 class _PagedWrapper:
@@ -25,6 +42,10 @@ class _PagedWrapper:
     ) -> None:
         expect_tensor(float_workspace_buffer, "workspace", dtype=torch.uint8, ndim=1)
         expect(float_workspace_buffer.numel() == WORKSPACE_BYTES, "the workspace must be 128 MB")
+        if float_workspace_buffer.data_ptr() not in recorder.seen_workspaces:
+            # decode.py BatchDecodeWithPagedKVCacheWrapper.__init__: "Must be initialized to 0 ...".
+            expect(not bool(float_workspace_buffer.any()), "the float workspace must be zeroed before first use")
+            recorder.seen_workspaces.add(float_workspace_buffer.data_ptr())
         expect(kv_layout == "NHD", f"kv_layout {kv_layout!r}: the adapter's pages are NHD")
         self.recorder = recorder
         self.device = float_workspace_buffer.device
@@ -81,6 +102,7 @@ class _PagedWrapper:
             (page_size, "page_size"),
         ):
             expect(isinstance(value, int) and value > 0, f"{what} must be a positive int")
+        expect(num_qo_heads % num_kv_heads == 0, "num_qo_heads must be a multiple of num_kv_heads")
         expect(isinstance(sm_scale, float), "sm_scale is passed explicitly")
         expect(isinstance(q_data_type, torch.dtype) and q_data_type == kv_data_type, "q/kv data types given")
         window = window_left + 1 if window_left >= 0 else None
@@ -141,6 +163,8 @@ class BatchDecodeWithPagedKVCacheWrapper(_PagedWrapper):
             paged_kv_indices_buffer=paged_kv_indices_buffer,
             paged_kv_last_page_len_buffer=paged_kv_last_page_len_buffer,
         )
+        self.use_tensor_cores = use_tensor_cores
+        recorder.record("decode.use_tensor_cores", value=use_tensor_cores)
 
     def plan(
         self,
@@ -161,6 +185,11 @@ class BatchDecodeWithPagedKVCacheWrapper(_PagedWrapper):
         non_blocking=True,
     ) -> None:
         expect(pos_encoding_mode == "NONE", "rotary is applied before attention")
+        group = num_qo_heads // num_kv_heads
+        expect(
+            self.use_tensor_cores or group in CUDA_CORE_DECODE_GROUPS,
+            f"Unsupported group_size: {group} (CUDA-core decode dispatches {CUDA_CORE_DECODE_GROUPS})",
+        )
         self._check_pages(indptr, indices, last_page_len, page_size)
         common = self._plan_common(
             num_qo_heads,

@@ -47,6 +47,8 @@ def expect_tensor(
 @dataclass
 class Recorder:
     calls: list[tuple[str, dict]] = field(default_factory=list)
+    seen_workspaces: set[int] = field(default_factory=set)
+    """Data pointers of workspaces a stand-in already checked on first use."""
 
     def record(self, name: str, **arguments: object) -> None:
         self.calls.append((name, arguments))

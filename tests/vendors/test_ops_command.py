@@ -80,3 +80,32 @@ def test_xpu_attention_needs_pages_of_16_or_32(capsys) -> None:
     fp32 = _table(capsys, "xpu", "--page-size", "16", "--dtype", "float32")["attention_backend"]
     assert fp32["family"] == "triton"
     assert "dtype float32 not supported" in next(r["reason"] for r in fp32["rejected"] if r["family"] == "ipex")
+
+
+def test_plans_from_a_config_alone_and_says_the_decode_path(tmp_path, capsys) -> None:
+    """A folder with only config.json plans (no weights are read). A Qwen2.5-7B-shaped model
+    (28 heads over 4 KV heads, head dim 128) takes flashinfer, which says it decodes on tensor
+    cores because CUDA-core decode has no group 7; group 2 says CUDA cores."""
+    config = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "torch_dtype": "bfloat16",
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    row = _table(capsys, "cuda", "--model-path", str(tmp_path))["attention_backend"]
+    assert row["family"] == "flashinfer"
+    assert row["path"].startswith("decode on tensor cores: GQA group 7"), row["path"]
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_key_value_heads": 14}))
+    row = _table(capsys, "cuda", "--model-path", str(tmp_path))["attention_backend"]
+    assert row["path"] == "decode on CUDA cores: GQA group 2"
+    assert main(["ops", "--device", "cuda", "--model-path", str(tmp_path)]) == 0
+    assert "decode on CUDA cores" in capsys.readouterr().out

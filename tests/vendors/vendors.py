@@ -20,8 +20,12 @@ def _sampling_may_fall_back(candidate: Candidate, case, args) -> bool:
 
 
 def _moe_gelu(candidate: Candidate, case, args) -> bool:
-    """AITER's MoE adapter sends SiLU experts only; others take the reference."""
-    return candidate.op == "moe_experts" and args[-1] != "silu"
+    """AITER's MoE adapter sends SiLU experts whose weights its shuffle tiles (rows % 16, columns
+    % 32) only; others take the reference."""
+    if candidate.op != "moe_experts":
+        return False
+    tiled = all(w.shape[-2] % 16 == 0 and w.shape[-1] % 32 == 0 for w in args[1:3])
+    return args[-1] != "silu" or not tiled
 
 
 def _npu_pages(candidate: Candidate, case, args) -> bool:

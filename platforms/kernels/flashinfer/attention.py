@@ -8,6 +8,11 @@ any other the prefill wrapper (causal, bottom-right aligned, which covers cached
 one-token rows). FlashInfer takes the scale, window and soft-cap at plan time, so each distinct
 layer setting is planned once per step, on first use.
 
+Decode runs on tensor cores where the GQA group needs it (`family.decode_on_tensor_cores`: the
+CUDA-core kernels dispatch only some group sizes). The float workspace, shared by every wrapper,
+starts zeroed, as the decode wrapper's constructor documents ("Must be initialized to 0 for its
+first use"): its split-KV scratch is read before a kernel has written all of it.
+
 Graph capture: each bucket gets a decode wrapper in FlashInfer's CUDA-graph mode over fixed
 buffers (indptr, indices, last page lengths, new-token slots); `replay_metadata` re-plans it,
 which rewrites those buffers in place.
@@ -22,6 +27,7 @@ import torch
 
 from sglang import ops
 from sglang.ops.attention import AttentionBackend, AttentionInputs, AttentionLayer, AttentionMetadata, CaptureLimits
+from sglang.platforms.kernels.flashinfer.family import decode_on_tensor_cores
 from sglang.platforms.kernels.page_views import CsrPages, csr_pages
 
 WORKSPACE_BYTES = 128 * 1024 * 1024
@@ -56,7 +62,8 @@ class FlashInferAttention(AttentionBackend):
         self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device
     ) -> None:
         super().__init__(num_heads, num_kv_heads, head_dim, dtype, device)
-        self.workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        self.workspace = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        self.tensor_core_decode = decode_on_tensor_cores(num_heads // num_kv_heads)
         self._static: dict[str, torch.Tensor] = {}
         self._captured: dict[int, FlashInferMetadata] = {}
 
@@ -97,7 +104,9 @@ class FlashInferAttention(AttentionBackend):
 
     def _new_wrapper(self, decode: bool) -> object:
         if decode:
-            return flashinfer.BatchDecodeWithPagedKVCacheWrapper(self.workspace, "NHD")
+            return flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+                self.workspace, "NHD", use_tensor_cores=self.tensor_core_decode
+            )
         return flashinfer.BatchPrefillWithPagedKVCacheWrapper(self.workspace, "NHD")
 
     def forward(self, q, k, v, kv_buffer, metadata: FlashInferMetadata, layer: AttentionLayer):
@@ -136,6 +145,7 @@ class FlashInferAttention(AttentionBackend):
             self.workspace,
             "NHD",
             use_cuda_graph=True,
+            use_tensor_cores=self.tensor_core_decode,
             paged_kv_indptr_buffer=s["indptr"][: batch + 1],
             paged_kv_indices_buffer=s["indices"],
             paged_kv_last_page_len_buffer=s["last_page_len"][:batch],

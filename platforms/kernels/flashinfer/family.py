@@ -4,11 +4,19 @@ Attention plans FlashInfer's paged prefill/decode wrappers once per step from th
 metadata (NHD pages viewed from the default KV layout) and has graph-capture hooks for decode.
 FlashInfer's kernels need an sm75+ GPU; its attention kernels take fp16/bf16 only and head dims
 64/128/256 (its JIT build offers more, not relied on here).
+
+Decode runs on one of two paths, fixed when the wrapper is built (`use_tensor_cores`). The
+CUDA-core kernels are instantiated per GQA group size: `DISPATCH_GQA_GROUP_SIZE`
+(include/flashinfer/utils.cuh, used by csrc/batch_decode.cu's plan) takes groups 1, 2, 3, 4 and
+8 in every release to 0.6.17 and raises "Unsupported group_size" for any other, at the first
+plan. The tensor-core path runs the prefill kernels, which take any group. Groups above 4 decode
+on tensor cores: that covers 5, 6, 7 and 16 (Qwen2.5-7B is 28/4 = 7), and is upstream SGLang's
+own rule for fp16/bf16 (`should_use_tensor_core` in its flashinfer backend: "group size > 4").
 """
 
 import torch
 
-from sglang.ops.selection import Candidate, Requirements
+from sglang.ops.selection import Candidate, Requirements, SelectionContext
 from sglang.platforms.kernels.registry import KernelFamily
 
 _HERE = "sglang.platforms.kernels.flashinfer"
@@ -21,6 +29,27 @@ _ATTENTION = Requirements(
 )
 _SAMPLING = Requirements(dtypes=_ANY_FLOAT, packages=("flashinfer",), min_capability=_CAPABILITY)
 
+CUDA_CORE_DECODE_GROUPS = frozenset({1, 2, 3, 4, 8})
+"""GQA group sizes FlashInfer's CUDA-core decode dispatches (`DISPATCH_GQA_GROUP_SIZE`)."""
+MAX_CUDA_CORE_GROUP = 4
+"""Larger groups decode on tensor cores; every group up to this one is in the set above."""
+
+
+def decode_on_tensor_cores(gqa_group: int) -> bool:
+    """Whether the decode wrapper for query heads / KV heads = `gqa_group` uses tensor cores."""
+    return gqa_group > MAX_CUDA_CORE_GROUP
+
+
+def decode_path(ctx: SelectionContext) -> str | None:
+    """`sglang ops`'s word on the decode path this model's GQA group takes."""
+    group = ctx.gqa_ratio
+    if group is None:
+        return None
+    if decode_on_tensor_cores(group):
+        dispatched = ", ".join(map(str, sorted(CUDA_CORE_DECODE_GROUPS)))
+        return f"decode on tensor cores: GQA group {group} (CUDA-core decode dispatches groups {dispatched})"
+    return f"decode on CUDA cores: GQA group {group}"
+
 
 def _candidate(op: str, qualname: str, requires: Requirements = _ELEMENTWISE) -> Candidate:
     return Candidate(op, "flashinfer", f"{_HERE}.{qualname}", requires=requires)
@@ -31,7 +60,9 @@ FAMILY = KernelFamily(
     description="FlashInfer: paged prefill/decode attention (NHD, graph-capturable decode), RMSNorm, "
     "fused add RMSNorm, SiLU-and-mul, rotary from the cos/sin cache, top-k/top-p sampling",
     candidates=(
-        _candidate("attention_backend", "attention:FlashInferAttention", _ATTENTION),
+        Candidate(
+            "attention_backend", "flashinfer", f"{_HERE}.attention:FlashInferAttention", _ATTENTION, path=decode_path
+        ),
         _candidate("rms_norm", "norm:rms_norm"),
         _candidate("fused_add_rms_norm", "norm:fused_add_rms_norm"),
         _candidate("silu_and_mul", "activation:silu_and_mul"),

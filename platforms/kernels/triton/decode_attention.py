@@ -6,6 +6,8 @@ visible keys `[lo, L)` (`lo = L - window` with a sliding window, else 0) are cut
 group, padded to `BLOCK_G >= 16` rows for `tl.dot`) over one chunk, reading keys and values in
 place through the token-level slot list, so any page size is served. Partial outputs and their
 log-sum-exp go to float32 scratch; the merge kernel combines the splits into the output row.
+Both dots take operands in the KV dtype with float32 accumulation (see `jit_math`'s module
+docstring for the precision rule); the softmax itself is float32.
 Splits past the end of a short sequence are empty: their programs return at once and the merge
 reads only the splits that hold keys (so the scratch needs no initialization).
 """
@@ -88,7 +90,7 @@ def decode_split_kernel(
         Q + q_token * stride_qt + heads[:, None] * stride_qh + d[None, :],
         mask=g_mask[:, None] & d_mask[None, :],
         other=0.0,
-    ).to(tl.float32)
+    )
     m = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
     denom = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
@@ -98,8 +100,8 @@ def decode_split_kernel(
         slots = tl.load(KvSlots + kv_start + n, mask=n_mask, other=0).to(tl.int64)
         kv_mask = n_mask[:, None] & d_mask[None, :]
         kv_rows = Cache + slots[:, None] * stride_cache_slot + kv_head * stride_cache_h + d[None, :]
-        k = tl.load(kv_rows, mask=kv_mask, other=0.0).to(tl.float32)
-        v = tl.load(kv_rows + stride_cache_kv, mask=kv_mask, other=0.0).to(tl.float32)
+        k = tl.load(kv_rows, mask=kv_mask, other=0.0)
+        v = tl.load(kv_rows + stride_cache_kv, mask=kv_mask, other=0.0)
         scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
         if HAS_SOFTCAP:
             scores = soft_cap(scores, softcap)
@@ -109,7 +111,7 @@ def decode_split_kernel(
         alpha = tl.exp(m - m_new)
         p = tl.exp(scores - m_new[:, None])
         denom = denom * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
         m = m_new
     # The split holds a key, so every row's denom >= 1 (its best key weighs exp(0)).
     lse = m + tl.log(denom)

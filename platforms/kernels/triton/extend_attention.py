@@ -5,7 +5,8 @@ the same way: in place, through the token-level slot list (any page size). A pro
 `BLOCK_M` consecutive new queries of one sequence and one query head; query `i` of a sequence
 with `L` tokens, `E` of them new, sits at position `L - E + i` and sees keys at positions
 `j <= pos` (and `j > pos - window` with a sliding window). Key blocks wholly outside every row's
-view are not visited.
+view are not visited. Both dots take operands in the KV dtype with float32 accumulation
+(`jit_math`'s precision rule); the softmax itself is float32.
 """
 
 from __future__ import annotations
@@ -66,7 +67,6 @@ def extend_kernel(
     d_mask = d < head_dim
     q_mask = i_mask[:, None] & d_mask[None, :]
     q = tl.load(Q + (q_start + i)[:, None] * stride_qt + head * stride_qh + d[None, :], mask=q_mask, other=0.0)
-    q = q.to(tl.float32)
 
     hi = tl.minimum(prefix_len + first + BLOCK_M, seq_len)
     lo = 0
@@ -81,8 +81,8 @@ def extend_kernel(
         slots = tl.load(KvSlots + kv_start + n, mask=n_mask, other=0).to(tl.int64)
         kv_mask = n_mask[:, None] & d_mask[None, :]
         kv_rows = Cache + slots[:, None] * stride_cache_slot + kv_head * stride_cache_h + d[None, :]
-        k = tl.load(kv_rows, mask=kv_mask, other=0.0).to(tl.float32)
-        v = tl.load(kv_rows + stride_cache_kv, mask=kv_mask, other=0.0).to(tl.float32)
+        k = tl.load(kv_rows, mask=kv_mask, other=0.0)
+        v = tl.load(kv_rows + stride_cache_kv, mask=kv_mask, other=0.0)
         scores = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
         if HAS_SOFTCAP:
             scores = soft_cap(scores, softcap)
@@ -96,7 +96,7 @@ def extend_kernel(
         alpha = tl.exp(m - m_safe)
         p = tl.exp(scores - m_safe[:, None])
         denom = denom * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
         m = m_new
     out = acc / tl.where(denom > 0, denom, 1.0)[:, None]
     tl.store(Out + (q_start + i)[:, None] * stride_ot + head * stride_oh + d[None, :], out, mask=q_mask)

@@ -2,6 +2,12 @@
 
 `tl` has no tanh that every backend (nvidia, amd, Intel) lowers the same way, so it is built
 from `tl.sigmoid`; every helper takes and returns float32 tensors.
+
+Dot precision, in every kernel: `tl.dot` takes its operands in the tensors' own dtype and
+accumulates in float32. fp16/bf16 operands run on the tensor cores (NVIDIA's MMA, AMD's MFMA)
+as the device takes them; softmax probabilities are rounded to the value dtype before `P @ V`,
+as flash attention does. fp32 operands are multiplied exactly: `input_precision="ieee"`, which
+applies to fp32 operands only, keeps an fp32 model off TF32, so it matches its fp32 reference.
 """
 
 import triton

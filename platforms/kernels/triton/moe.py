@@ -6,6 +6,7 @@
 3. GEMM 2, per block: `partial[p] = weight[p] * (hidden[p] @ w2[e].T)` in float32.
 4. `out[t] = sum_j partial[t * top_k + j]`, rounded to the input dtype.
 Shapes are static (padded capacity, early exit for empty blocks), so no host read is needed.
+The GEMMs' dots take operands in the input dtype with float32 accumulation (`jit_math`).
 """
 
 from __future__ import annotations
@@ -62,12 +63,12 @@ def _grouped_gemm_kernel(
     for k0 in range(0, depth, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_mask = ks < depth
-        a = tl.load(a_rows + ks[None, :], mask=valid[:, None] & k_mask[None, :], other=0.0).to(tl.float32)
+        a = tl.load(a_rows + ks[None, :], mask=valid[:, None] & k_mask[None, :], other=0.0)
         b_mask = k_mask[:, None] & col_mask[None, :]
-        b = tl.load(b_cols + ks[:, None], mask=b_mask, other=0.0).to(tl.float32)
+        b = tl.load(b_cols + ks[:, None], mask=b_mask, other=0.0)
         acc += tl.dot(a, b, input_precision="ieee")
         if GATED:
-            b_up = tl.load(b_cols + n_cols * stride_bn + ks[:, None], mask=b_mask, other=0.0).to(tl.float32)
+            b_up = tl.load(b_cols + n_cols * stride_bn + ks[:, None], mask=b_mask, other=0.0)
             acc_up += tl.dot(a, b_up, input_precision="ieee")
     if GATED:
         acc = gated(acc, acc_up, ACTIVATION)
