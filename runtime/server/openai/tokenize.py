@@ -17,12 +17,12 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.openai.chat import chat_plan
 from sglang.runtime.server.openai.chat_template import ChatTemplateError, resolve_chat_template
-from sglang.runtime.server.openai.protocol import ChatCompletionRequest, ChatMessage, Tool, ToolChoice
+from sglang.runtime.server.openai.protocol import ChatCompletionRequest, ChatMessage, Tool, ToolChoice, UnicodeBody
 from sglang.runtime.server.openai.responses import json_response
 from sglang.runtime.server.state import ServerState, server_state
 
@@ -31,9 +31,7 @@ router = APIRouter()
 TokenIds = list[StrictInt]
 
 
-class TokenizeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TokenizeRequest(UnicodeBody):
     model: str | None = None
     prompt: StrictStr | list[StrictStr] | None = None
     messages: list[ChatMessage] | None = Field(None, min_length=1)
@@ -52,9 +50,7 @@ class TokenizeRequest(BaseModel):
         return self
 
 
-class DetokenizeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DetokenizeRequest(UnicodeBody):
     model: str | None = None
     tokens: TokenIds | list[TokenIds]
     skip_special_tokens: StrictBool = True
