@@ -5,7 +5,8 @@ the response; with `--api-key`, a missing or wrong key gets 401 before anything 
 while draining (SIGTERM/SIGINT), new work gets 503; a body over `--max-request-bytes` gets 413,
 from its Content-Length before any of it is read, or as soon as the bytes read pass the limit
 (a chunked body), so no handler parses or tokenizes it. Errors become OpenAI-style bodies: bad
-JSON or schema violations 400, `ApiError` its own status, anything else 500 (and a log line).
+JSON or schema violations 400, `ApiError` and FastAPI's own HTTP errors (an undecodable body, an
+unknown route) their own status, anything else 500 (and a log line).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sglang.runtime.server.errors import ApiError, error_body, error_response, json_response
@@ -55,6 +57,11 @@ def create_app(state: ServerState) -> FastAPI:
     @app.exception_handler(ApiError)
     async def on_api_error(_: Request, error: ApiError) -> Response:
         return error_response(error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_exception(_: Request, error: StarletteHTTPException) -> Response:
+        # FastAPI's own refusals (a body it cannot decode, an unknown route or method), in our shape.
+        return json_response(error_body(error.status_code, str(error.detail)), error.status_code, error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_: Request, error: RequestValidationError) -> Response:
