@@ -62,7 +62,7 @@ def trimmed(text: str, finish_reason: FinishReason | None, spec: DecodeSpec) -> 
         return text
     if matched in spec.stop_regexes and matched not in spec.stop_strings:
         found = first_match((matched,), text)
-        return text if found is None else text[: found[1].start()]
+        return text if found is None else text[: found[1]]
     return text[: text.index(matched)] if matched in text else text
 
 

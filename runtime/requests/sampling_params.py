@@ -17,12 +17,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from sglang.runtime.requests.stop_regex import compiled as compiled_stop_regex
 
 # What a disabled top-k (-1) becomes after `normalize`: more than any vocabulary, so nothing is cut.
 TOP_K_ALL = 1 << 30
@@ -167,9 +168,9 @@ class SamplingParams:
             if len(pattern.encode()) > MAX_STOP_REGEX_BYTES:
                 raise SamplingParamsError("stop_regex", f"a pattern is over {MAX_STOP_REGEX_BYTES} bytes")
             try:
-                re.compile(pattern)
-            except re.error as e:
-                raise SamplingParamsError("stop_regex", f"invalid pattern {pattern!r}: {e}") from None
+                compiled_stop_regex(pattern)
+            except ValueError as e:
+                raise SamplingParamsError("stop_regex", str(e)) from None
 
     def _validate_logit_bias(self, vocab_size: int) -> None:
         for key, bias in (self.logit_bias or {}).items():

@@ -18,7 +18,7 @@ import torch
 from sglang.runtime.memory.radix_cache import MatchResult
 from sglang.runtime.processes.messages import DecodeSpec, GenerateRequest, LogprobDelta
 from sglang.runtime.requests.finish_reason import BAD_REQUEST_STATUS, FinishReason
-from sglang.runtime.requests.stop_regex import first_match, longest_reach
+from sglang.runtime.requests.stop_regex import SEARCH_BUDGET_S, StopRegexTooSlow, first_match, longest_reach
 
 
 @dataclass
@@ -128,7 +128,14 @@ class Req:
         )
 
     def check_finished(self, tail_text: Callable[[list[int]], str]) -> None:
-        """Sets `finish_reason` after a token was appended."""
+        """Sets `finish_reason` after a token was appended. A stop_regex that overruns its
+        CPU budget aborts the request with 400: its pattern, not the server, is at fault."""
+        try:
+            self._check_finished(tail_text)
+        except StopRegexTooSlow as e:
+            self.abort(str(e))
+
+    def _check_finished(self, tail_text: Callable[[list[int]], str]) -> None:
         if not self.output_ids:
             return
         last = self.output_ids[-1]
@@ -165,7 +172,7 @@ class Req:
         # A match of n characters spans at most 4n UTF-8 bytes, so at most 4n tokens (+1 as above);
         # an unbounded pattern is searched for in the whole output.
         ids = self.output_ids if reach is None else self.output_ids[-(4 * reach + 1) :]
-        found = first_match(patterns, tail_text(ids))
+        found = first_match(patterns, tail_text(ids), budget_s=SEARCH_BUDGET_S)
         return None if found is None else found[0]
 
     def abort(self, message: str, status_code: int = BAD_REQUEST_STATUS) -> None:

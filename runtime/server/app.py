@@ -6,9 +6,9 @@ while draining (SIGTERM/SIGINT), new work gets 503; a body over `--max-request-b
 from its Content-Length before any of it is read, or as soon as the bytes read pass the limit
 (a chunked body), so no handler parses or tokenizes it. Errors become bodies in the shape of the
 API the path belongs to (`error_shape`: Anthropic's under /v1/messages, Ollama's under /api/,
-OpenAI's elsewhere): bad JSON or schema violations 400, `ApiError` its own status, anything else
-500 (and a log line). Under /v1/messages the key may also come as `x-api-key`, as Anthropic's
-clients send it.
+OpenAI's elsewhere): bad JSON or schema violations 400, `ApiError` and FastAPI's own HTTP errors
+(an undecodable body, an unknown route) their own status, anything else 500 (and a log line).
+Under /v1/messages the key may also come as `x-api-key`, as Anthropic's clients send it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_body, anthropic_router
@@ -72,6 +73,12 @@ def create_app(state: ServerState) -> FastAPI:
     @app.exception_handler(ApiError)
     async def on_api_error(request: Request, error: ApiError) -> Response:
         return error_response(error, error_shape(request.url.path))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_exception(request: Request, error: StarletteHTTPException) -> Response:
+        # FastAPI's own refusals (a body it cannot decode, an unknown route or method), in our shape.
+        body = error_shape(request.url.path)(error.status_code, str(error.detail))
+        return json_response(body, error.status_code, error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(request: Request, error: RequestValidationError) -> Response:

@@ -14,6 +14,7 @@ from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus
 from sglang.runtime.processes.kv_concat_request import ConcatInput, run_concat
 from sglang.runtime.processes.tokenizer_manager import last_item
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
+from sglang.runtime.requests.request_schema import ABORT_REQUEST_SCHEMA, generate_schema, openapi_body
 from sglang.runtime.server.errors import ApiError, as_api_error, error_body, json_response
 from sglang.runtime.server.state import server_state
 
@@ -86,7 +87,7 @@ async def until_disconnected(request: Request, awaitable: Awaitable[Any]) -> Any
         work.cancel()  # no-op once done; when this handler is cancelled, the request must not run on
 
 
-@router.post("/generate")
+@router.post("/generate", openapi_extra=openapi_body(generate_schema()))
 async def generate(request: Request) -> Response:
     state = server_state(request)
     body = await json_body(request)
@@ -179,7 +180,7 @@ async def concate_and_append_request(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/abort_request")
+@router.post("/abort_request", openapi_extra=openapi_body(ABORT_REQUEST_SCHEMA))
 async def abort_request(request: Request) -> dict[str, Any]:
     body = await json_body(request)
     rid = body.get("rid") if isinstance(body, dict) else None

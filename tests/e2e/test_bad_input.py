@@ -17,6 +17,10 @@ MESSAGES = [{"role": "user", "content": "Hi"}]
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 GENERATE = "/generate"
+TOKENIZE = "/v1/tokenize"
+DETOKENIZE = "/v1/detokenize"
+BODY_ROUTES = [GENERATE, COMPLETIONS, CHAT, TOKENIZE, DETOKENIZE]
+"""Every route that reads a JSON body (the malformed-body cases apply to all of them)."""
 TOO_LONG_IDS = [42] * 9000
 """More tokens than the model's context (8192)."""
 
@@ -27,13 +31,36 @@ def post(http: httpx.Client, path: str, body: Any) -> httpx.Response:
     return http.post(path, json=body)
 
 
-@pytest.mark.parametrize("path", [GENERATE, COMPLETIONS, CHAT])
+@pytest.mark.parametrize("path", BODY_ROUTES)
 @pytest.mark.parametrize("body", ["{not json", '{"prompt": "x",}', "", "\xff\xfe"])
 def test_malformed_json(http: httpx.Client, path: str, body: str) -> None:
     assert_openai_error(post(http, path, body.encode("latin-1")), 400)
 
 
-@pytest.mark.parametrize("path", [GENERATE, COMPLETIONS, CHAT])
+@pytest.mark.parametrize("path", BODY_ROUTES)
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"text": "\xff\xfe", "prompt": "\xc3\x28", "messages": [{"role": "user", "content": "\xed\xa0\x80"}]}',
+        b'{"text": "a", "sampling_params": {"stop": "\x80"}}',
+        b'{"prompt": "\\ud800"}',  # a lone surrogate, escaped: valid JSON, no valid text
+    ],
+)
+def test_invalid_utf8_in_strings(http: httpx.Client, path: str, body: bytes) -> None:
+    response = post(http, path, body)
+    assert 400 <= response.status_code < 500, response.text
+    assert_openai_error(response, response.status_code)
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+@pytest.mark.parametrize("depth", [64, 100_000])
+def test_deep_nesting(http: httpx.Client, path: str, depth: int) -> None:
+    nested = "[" * depth + "]" * depth
+    body = f'{{"text": {nested}, "prompt": {nested}, "messages": {nested}, "tokens": {nested}}}'
+    assert_openai_error(post(http, path, body), 400)
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
 @pytest.mark.parametrize("body", [[], "a string", 3, None])
 def test_body_not_an_object(http: httpx.Client, path: str, body: Any) -> None:
     assert_openai_error(post(http, path, json.dumps(body)), 400)

@@ -41,7 +41,7 @@ def test_a_50_mb_body_is_refused_with_413_at_once(http: httpx.Client, chunked: b
     assert http.post("/generate", json={"text": "Hi", "sampling_params": {"max_new_tokens": 1}}).status_code == 200
 
 
-@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions", "/v1/tokenize", "/v1/detokenize"])
 def test_the_limit_covers_every_route(http: httpx.Client, path: str) -> None:
     response = http.post(path, content=b"{" + b" " * (DEFAULT_LIMIT + 10) + b"}", headers=JSON)
     assert_openai_error(response, 413)

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible API: /v1/models, /v1/completions, /v1/chat/completions.
+"""The OpenAI-compatible API: /v1/models, /v1/completions, /v1/chat/completions, and
+upstream SGLang's /v1/tokenize and /v1/detokenize.
 
 The app mounts `openai_router`; handlers reach the engine through `server_state(request)` and
 raise `ApiError`, which the app turns into OpenAI error bodies. Everything between the HTTP
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from sglang.runtime.server.openai import chat, completions, models
+from sglang.runtime.server.openai import chat, completions, models, tokenize
 
 openai_router = APIRouter()
 openai_router.include_router(models.router)
 openai_router.include_router(completions.router)
 openai_router.include_router(chat.router)
+openai_router.include_router(tokenize.router)
 
 __all__ = ["openai_router"]

@@ -13,16 +13,58 @@ check the rest.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+    create_model,
+    model_validator,
+)
 
 from sglang.runtime.requests import upstream_fields
+from sglang.runtime.requests.request_schema import SAMPLING_RANGES, missing_feature_schema, sampling_params_schema
 from sglang.runtime.requests.sampling_params import SamplingParams
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a JSON value holds a string that is not valid Unicode text: `"\\ud800"` is valid
+    JSON, but no tokenizer (nor UTF-8) takes a lone surrogate. Iterative: no depth limit."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode()
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+class UnicodeBody(_Strict):
+    """A request body whose strings must be valid Unicode text (a 400 otherwise, not a tokenizer
+    error deep inside the handler)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        if has_lone_surrogate(data):
+            raise ValueError("a string holds a lone surrogate (\\ud800-\\udfff): not valid Unicode text")
+        return data
 
 
 class StreamOptions(_Strict):
@@ -52,10 +94,25 @@ and the grammars, which go through `sampling.pick_grammar`."""
 SAMPLING_EXTRAS = tuple(f.name for f in dataclasses.fields(SamplingParams) if f.name not in OPENAI_NAMED)
 """Passed to the runtime as they are when set; `SamplingParams.from_dict` checks their types."""
 
+
+def _published(name: str) -> Any:
+    """An extra's type: any value here (the runtime checks it), its real schema in OpenAPI."""
+    if name in upstream_fields.OPENAI:
+        schema = missing_feature_schema(upstream_fields.OPENAI[name])
+    else:
+        schema = sampling_params_schema()["properties"][name]
+    return Annotated[Any, WithJsonSchema(schema)]
+
+
+def _bounded(default: Any, name: str) -> Any:
+    """A field whose range `SamplingParams.validate` checks, published with that range."""
+    return Field(default, json_schema_extra=SAMPLING_RANGES[name])
+
+
 _Extras = create_model(
     "_Extras",
-    __base__=_Strict,
-    **{name: (Any, None) for name in (*SAMPLING_EXTRAS, *upstream_fields.OPENAI)},
+    __base__=UnicodeBody,
+    **{name: (_published(name), None) for name in (*SAMPLING_EXTRAS, *upstream_fields.OPENAI)},
 )
 
 
@@ -64,11 +121,11 @@ class SamplingFields(_Extras):
     `None` means "SGLang's default" for every optional sampling value."""
 
     model: str | None = None
-    n: int = 1
-    temperature: float | None = None
-    top_p: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
+    n: int = _bounded(1, "n")
+    temperature: float | None = _bounded(None, "temperature")
+    top_p: float | None = _bounded(None, "top_p")
+    frequency_penalty: float | None = _bounded(None, "frequency_penalty")
+    presence_penalty: float | None = _bounded(None, "presence_penalty")
     logit_bias: dict[str, float] | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
@@ -80,7 +137,7 @@ class SamplingFields(_Extras):
     store: bool | None = None
     service_tier: str | None = None
     # SGLang's extras besides the derived ones.
-    min_tokens: int = 0
+    min_tokens: int = _bounded(0, "min_new_tokens")
     regex: str | None = None
     ebnf: str | None = None
     rid: StrictStr | list[StrictStr] | None = None
@@ -119,6 +176,22 @@ class ToolCall(_Strict):
 class ChatMessage(_Strict):
     """One message. Content is a string or a list of text parts; only an assistant message
     carrying `tool_calls` may omit it. `developer` is OpenAI's newer name for `system`."""
+
+    # `_content_present`, published: content and no calls, or an assistant's calls.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "required": ["content"],
+                    "properties": {"content": {"not": {"type": "null"}}, "tool_calls": {"type": "null"}},
+                },
+                {
+                    "required": ["tool_calls"],
+                    "properties": {"role": {"const": "assistant"}, "tool_calls": {"minItems": 1}},
+                },
+            ]
+        }
+    )
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None

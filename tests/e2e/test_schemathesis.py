@@ -1,0 +1,136 @@
+"""Schema-driven fuzzing: schemathesis reads a real server's OpenAPI document and sends every
+operation bodies and parameters generated from it, valid and invalid; none may get a 5xx or
+hang (every call has a client timeout). The published schemas are the real ones (`/generate`'s
+and `/abort_request`'s included), so generated bodies reach generation, not only validation.
+
+Generation stays cheap whatever is drawn: before a call, any output length or sample count in
+the body is capped at 2 (as in test_fuzz.py). The default run sends a bounded number of cases
+per operation; `$SGLANG_SCHEMA_FUZZ_EXAMPLES` or the slow variant send more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+
+from sglang.ci.servers import RunningServer
+
+EXAMPLES = int(os.environ.get("SGLANG_SCHEMA_FUZZ_EXAMPLES") or 5)
+"""Per operation in the default run."""
+SLOW_EXAMPLES = 60
+CALL_TIMEOUT_S = 60
+CAPPED = {"max_new_tokens": 2, "max_tokens": 2, "max_completion_tokens": 2, "n": 2, "min_new_tokens": 0}
+OUTPUT_CAPS = ("max_tokens", "max_completion_tokens")
+"""An OpenAI body with either set (and capped) has a short output; one with neither gets one."""
+STATUSES: Counter[tuple[str, int]] = Counter()
+
+
+def _capped(value: Any) -> Any:
+    """`value` with every output length and sample count above the cap lowered to it."""
+    if isinstance(value, list):
+        return [_capped(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        cap = CAPPED.get(key)
+        big = cap is not None and isinstance(item, int) and not isinstance(item, bool) and item > cap
+        out[key] = cap if big else _capped(item)
+    return out
+
+
+def _cheap(path: str, body: Any) -> Any:
+    """`body` capped, with the cap also set where the body leaves the length to its default
+    (128 tokens for /generate, the context's room for a chat)."""
+    body = _capped(body)
+    if not isinstance(body, dict):
+        return body
+    if path == "/generate":
+        params = body.get("sampling_params")
+        if params is None:
+            body["sampling_params"] = {"max_new_tokens": 2}
+        for one in params if isinstance(params, list) else [params]:
+            if isinstance(one, dict) and one.get("max_new_tokens") is None:
+                one["max_new_tokens"] = 2
+    elif path in ("/v1/completions", "/v1/chat/completions") and all(body.get(k) is None for k in OUTPUT_CAPS):
+        body["max_tokens"] = 2
+    return body
+
+
+def _call_and_check(case: Any, server: RunningServer) -> None:
+    if isinstance(case.body, (dict, list)):
+        case.body = _cheap(case.operation.path, case.body)
+    response = case.call(base_url=server.url, timeout=CALL_TIMEOUT_S)
+    STATUSES[(case.operation.label, response.status_code)] += 1
+    case.validate_response(response, checks=[not_a_server_error])
+
+
+SETTINGS = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+def _fuzz(server: RunningServer, examples: int) -> None:
+    """Every operation of the server's document, valid cases and (where it takes a body)
+    invalid ones, `examples` of each."""
+    schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        modes = list(GenerationMode) if operation.body else [GenerationMode.POSITIVE]
+        for mode in modes:
+
+            @settings(SETTINGS, max_examples=examples)
+            @given(case=operation.as_strategy(generation_mode=mode))
+            def run(case: Any) -> None:
+                _call_and_check(case, server)
+
+            run()
+
+
+def test_no_server_error(server: RunningServer) -> None:
+    _fuzz(server, EXAMPLES)
+
+
+@pytest.mark.slow
+def test_no_server_error_long_run(server: RunningServer) -> None:
+    _fuzz(server, SLOW_EXAMPLES)
+
+
+def test_the_document_publishes_the_real_request_schemas(http: httpx.Client) -> None:
+    document = http.get("/openapi.json").json()
+
+    def body(path: str) -> dict[str, Any]:
+        schema = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        if "$ref" in schema:
+            schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        return schema
+
+    generate = body("/generate")
+    assert generate["additionalProperties"] is False
+    sampling = generate["properties"]["sampling_params"]["anyOf"][0]
+    assert sampling["additionalProperties"] is False and sampling["properties"]["top_p"]["maximum"] == 1
+    assert body("/abort_request")["required"] == ["rid"]
+    for path in ("/v1/completions", "/v1/chat/completions", "/v1/tokenize", "/v1/detokenize"):
+        schema = body(path)
+        assert schema["additionalProperties"] is False, path
+        # No field is published as "anything": each has the type its validation checks.
+        untyped = [name for name, field in schema["properties"].items() if not set(field) - {"title", "default"}]
+        assert not untyped, (path, untyped)
+    chat = body("/v1/chat/completions")["properties"]
+    assert chat["temperature"]["minimum"] == 0 and chat["n"]["minimum"] == 1
+    assert chat["stop_regex"]["anyOf"][1]["maxItems"] == 32
+
+
+def test_the_fuzzing_reached_generation_and_the_server_is_healthy(http: httpx.Client) -> None:
+    print(sorted(STATUSES.items()))
+    for label in ("POST /generate", "POST /v1/completions", "POST /v1/chat/completions"):
+        assert STATUSES[(label, 200)] >= 1, f"no generated {label} body was served: {sorted(STATUSES.items())}"
+    assert http.get("/health").status_code == 200
+    out = http.post("/generate", json={"text": "Hi", "sampling_params": {"max_new_tokens": 1}})
+    assert out.status_code == 200 and out.json()["meta_info"]["completion_tokens"] == 1
