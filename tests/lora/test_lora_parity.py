@@ -2,7 +2,9 @@
 request's greedy tokens and log-probabilities equal to those of its own PEFT model.
 
 Runs on the tiny Llama and Qwen2 (tests/lora/conftest.py), with the cpu platform's LoRA ops
-(torch_native) and with every op forced to its reference, decode capture on and off.
+(torch_native) and with every op forced to its reference, decode capture on and off (one eager
+and one captured case by default, the rest under `-m slow`). With `$SGLANG_KERNEL_FAMILIES=triton`
+and `TRITON_INTERPRET=1` the same cases run the Triton kernels in Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -49,11 +51,22 @@ def prompts(count: int) -> list[list[int]]:
     return out
 
 
-@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+EAGER = {"disable_cuda_graph": True}
+CAPTURE = {"cuda_graph_max_bs": 8}
+REFERENCE = {"reference_ops": True, "disable_cuda_graph": True}
+slow = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
-    "changes",
-    [{"disable_cuda_graph": True}, {"cuda_graph_max_bs": 8}, {"reference_ops": True, "disable_cuda_graph": True}],
-    ids=["eager", "capture", "reference-ops"],
+    ("kind", "changes"),
+    [
+        pytest.param("llama", EAGER, id="llama-eager"),
+        pytest.param("qwen2", CAPTURE, id="qwen2-capture"),
+        pytest.param("llama", CAPTURE, id="llama-capture", marks=slow),
+        pytest.param("qwen2", EAGER, id="qwen2-eager", marks=slow),
+        pytest.param("llama", REFERENCE, id="llama-reference-ops", marks=slow),
+        pytest.param("qwen2", REFERENCE, id="qwen2-reference-ops", marks=slow),
+    ],
 )
 def test_mixed_batch_matches_peft(lora_models, kind: str, changes: dict) -> None:
     model = lora_models(kind)
