@@ -114,7 +114,8 @@ def test_bad_adapters_are_400_and_load_nothing(http: httpx.Client, model, tmp_pa
     before = http.get("/v1/models").json()["data"]
     config = json.loads((model.adapters["a"] / "adapter_config.json").read_text())
     over_rank = _bad_adapter(tmp_path, "big", {**config, "r": 32})
-    (over_rank / "adapter_model.safetensors").write_bytes((model.adapters["a"] / "adapter_model.safetensors").read_bytes())
+    weights = "adapter_model.safetensors"
+    (over_rank / weights).write_bytes((model.adapters["a"] / weights).read_bytes())
     cases = {
         str(tmp_path / "missing"): "is not a folder",
         str(_bad_adapter(tmp_path, "empty", None)): "is not a PEFT adapter",
