@@ -96,7 +96,7 @@ async def last_item(stream: AsyncIterator[Any]) -> Any:
 class TokenizerManager:
     def __init__(self, endpoints: ipc.Endpoints, info: ReadyInfo, tokenizer: Any, max_queued: int) -> None:
         self.info = info
-        self.lora_adapters = dict(info.lora_adapters)
+        self.lora_adapters = dict(info.lora_adapters or {})
         """Adapters the scheduler has loaded (name to path), as its last LoRA reply said."""
         self.tokenizer = tokenizer
         self.max_queued = max_queued

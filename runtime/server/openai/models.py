@@ -36,6 +36,8 @@ def _created(state: ServerState) -> int:
 
 
 def adapter_cards(state: ServerState, created: int) -> list[dict[str, Any]]:
+    if not state.info.lora_enabled:
+        return []
     return [
         {
             **model_card(state, created),
