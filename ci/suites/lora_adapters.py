@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
 from sglang.ci.suites.model_harness import ModelSpec, build_checkpoint
@@ -41,6 +40,19 @@ ADAPTERS = (
 """Ranks 4-16, different targets (a part of a fused q/k/v or gate/up projection alone, too)."""
 
 
+ADAPTER_NAMES = tuple(spec.name for spec in ADAPTERS)
+
+
+def build_adapters(model_dir: Path, directory: Path) -> dict[str, Path]:
+    """Every adapter of `ADAPTERS` for the model at `model_dir`, by name."""
+    return {spec.name: build_adapter(model_dir, spec, directory, seed) for seed, spec in enumerate(ADAPTERS)}
+
+
+def lora_flags(adapters: dict[str, Path]) -> dict[str, object]:
+    """Engine arguments serving `adapters` (`Engine(**lora_flags(...))`)."""
+    return {"lora_paths": tuple(f"{name}={path}" for name, path in adapters.items())}
+
+
 def build_lora_model(kind: str, directory: Path) -> Path:
     """Writes `kind`'s tiny model and the embedded tokenizer into `directory/model`."""
     model_dir = directory / "model"
@@ -52,11 +64,11 @@ def build_lora_model(kind: str, directory: Path) -> Path:
 
 def build_adapter(model_dir: Path, spec: AdapterSpec, directory: Path, seed: int) -> Path:
     """A random PEFT adapter of `spec` for the model at `model_dir`, saved in `directory/name`."""
+    from peft import LoraConfig, get_peft_model  # the test extra's; imported only to make adapters
+
     torch.manual_seed(seed)
     base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    config = LoraConfig(
-        r=spec.rank, lora_alpha=spec.alpha, target_modules=list(spec.targets), init_lora_weights=False
-    )
+    config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, target_modules=list(spec.targets), init_lora_weights=False)
     peft_model = get_peft_model(base, config)
     with torch.no_grad():  # PEFT's random B is small; make each adapter move the logits clearly
         for name, param in peft_model.named_parameters():
@@ -69,6 +81,8 @@ def build_adapter(model_dir: Path, spec: AdapterSpec, directory: Path, seed: int
 
 def peft_reference(model_dir: Path, adapter_dir: Path | None) -> torch.nn.Module:
     """The model PEFT serves for `adapter_dir` (the plain transformers model for None)."""
+    from peft import PeftModel
+
     base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
     return base if adapter_dir is None else PeftModel.from_pretrained(base, adapter_dir).eval()
 
