@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("peft", reason="the LoRA tests compare with PEFT (the test extra installs it)")
 
-from sglang.ci.suites.lora_adapters import ADAPTERS, build_adapter, build_lora_model
+from sglang.ci.suites.lora_adapters import build_adapters, build_lora_model
 
 
 class LoraModel:
@@ -18,7 +18,7 @@ class LoraModel:
     def __init__(self, kind: str, root: Path) -> None:
         self.kind = kind
         self.path = build_lora_model(kind, root)
-        self.adapters = {spec.name: build_adapter(self.path, spec, root, seed) for seed, spec in enumerate(ADAPTERS)}
+        self.adapters = build_adapters(self.path, root)
 
 
 _built: dict[str, LoraModel] = {}
