@@ -18,6 +18,7 @@ from sglang.ops.binding import REFERENCE_OPS, install
 from sglang.ops.collectives import Communicator, SingleProcessCommunicator, TorchDistributedCommunicator
 from sglang.ops.kv_store import store_kv
 from sglang.ops.linear import embedding, linear
+from sglang.ops.lora import lora_expand, lora_shrink
 from sglang.ops.moe import moe_experts, moe_route
 from sglang.ops.norm import fused_add_rms_norm, rms_norm
 from sglang.ops.rotary import RopeScaling, RotaryTable, apply_rotary
@@ -48,6 +49,8 @@ __all__ = [
     "install",
     "linear",
     "log_softmax",
+    "lora_expand",
+    "lora_shrink",
     "moe_experts",
     "moe_route",
     "rms_norm",

@@ -31,6 +31,8 @@ REFERENCE_OPS: dict[str, str] = {
     "store_kv": "sglang.ops.kv_store:store_kv",
     "moe_route": "sglang.ops.moe:moe_route",
     "moe_experts": "sglang.ops.moe:moe_experts",
+    "lora_shrink": "sglang.ops.lora:lora_shrink",
+    "lora_expand": "sglang.ops.lora:lora_expand",
     "apply_penalties": "sglang.ops.sampling:apply_penalties",
     "apply_token_bitmask": "sglang.ops.sampling:apply_token_bitmask",
     "sample": "sglang.ops.sampling:sample",

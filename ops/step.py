@@ -40,11 +40,13 @@ class StepInputs:
     positions: torch.Tensor
     attention: AttentionInputs
     logit_rows: torch.Tensor
+    lora_slots: torch.Tensor | None = None
+    """Per token row, the LoRA slot its adapter occupies (0: none); None when LoRA is off."""
 
 
 @dataclass
 class ForwardContext:
-    """Attention state for one step.
+    """Attention state (and LoRA rows) for one step.
 
     `kv_buffers[i]` is layer `i`'s KV buffer. Each attention layer replaces its entry with the
     buffer the attention op hands back, so after the forward the list holds the buffers to use
@@ -54,6 +56,8 @@ class ForwardContext:
     attn_backend: AttentionBackend
     attn_metadata: AttentionMetadata
     kv_buffers: list[torch.Tensor]
+    lora_slots: torch.Tensor | None = None
+    """`StepInputs.lora_slots` on the device (a static buffer in a captured step)."""
 
 
 class StepError(RuntimeError):

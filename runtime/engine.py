@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from sglang.runtime.loader.tokenizer import load_tokenizer
-from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus
+from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus, LoadLoraAdapter, UnloadLoraAdapter
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager, last_item
 from sglang.runtime.requests.generate_input import GenerateInput
@@ -78,6 +78,7 @@ class Engine:
         stream: bool = False,
         rid: str | list[str] | None = None,
         priority: int | None = None,
+        lora_path: str | list[str | None] | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         """One output dict (`text`, `output_ids`, `meta_info`), a list for a batch or n > 1,
         or, with `stream=True`, an iterator of cumulative outputs."""
@@ -93,6 +94,7 @@ class Engine:
             return_text_in_logprobs=return_text_in_logprobs,
             rid=rid,
             priority=priority,
+            lora_path=lora_path,
         )
         if stream:
             return self._stream(obj)
@@ -146,6 +148,18 @@ class Engine:
     # -- control ---------------------------------------------------------------------------
     def flush_cache(self) -> bool:
         return self._call(self.manager.control(FlushCache())).ok
+
+    def load_lora_adapter(self, lora_name: str, lora_path: str, pinned: bool = False) -> dict[str, Any]:
+        """Upstream's `Engine.load_lora_adapter`: `{"success", "error_message", "loaded_adapters"}`."""
+        return self._lora_reply(LoadLoraAdapter(lora_name, lora_path, pinned))
+
+    def unload_lora_adapter(self, lora_name: str) -> dict[str, Any]:
+        return self._lora_reply(UnloadLoraAdapter(lora_name))
+
+    def _lora_reply(self, message: LoadLoraAdapter | UnloadLoraAdapter) -> dict[str, Any]:
+        result = self._call(self.manager.control(message, timeout=300.0))
+        self.manager.lora_adapters = dict(result.loaded_adapters)
+        return result.to_json()
 
     def get_model_info(self) -> dict[str, Any]:
         return self.info.model_info()

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from sglang.platforms.base import Capabilities
 
 
+LORA_BACKEND_FAMILIES = {"csgmv": "triton", "ascend": "torch_npu"}
+"""Upstream's `--lora-backend` names that are not a kernel family's here, and the family meant."""
+
+
 def _opt(default: Any, help: str, **kw: Any) -> Any:
     return field(default=default, metadata={"help": help, **kw})
 
@@ -99,6 +103,35 @@ class ServerArgs:
         None, "Seconds a collective waits for the other ranks before failing; default: --watchdog-timeout."
     )
 
+    enable_lora: bool = _opt(False, "Serve LoRA adapters (implied by --lora-paths).")
+    max_lora_rank: int | None = _opt(
+        None, "Largest adapter rank the device slots hold; default: the largest of --lora-paths' adapters."
+    )
+    lora_target_modules: tuple[str, ...] | None = _opt(
+        None,
+        "Projections given LoRA slots (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj qkv_proj "
+        "gate_up_proj, or all); default: those --lora-paths' adapters target, else all.",
+        nargs="*",
+    )
+    lora_paths: tuple[str, ...] | None = _opt(
+        None,
+        "LoRA adapters loaded at startup, each PATH, NAME=PATH or JSON "
+        '{"lora_name": str, "lora_path": str, "pinned": bool}; each a local PEFT folder.',
+        nargs="*",
+    )
+    max_loras_per_batch: int = _opt(8, "Device slots for adapters: most distinct adapters in one running batch.")
+    max_loaded_loras: int | None = _opt(
+        None, "Most adapters loaded (on the host) at a time; at least --max-loras-per-batch. Default: no limit."
+    )
+    lora_eviction_policy: str = _opt(
+        "lru", "Which idle adapter leaves a full set of device slots: lru or fifo.", choices=("lru", "fifo")
+    )
+    lora_backend: str | None = _opt(
+        None,
+        "Kernel family of the LoRA ops: triton (csgmv is upstream's CUDA kernel; here it means triton), "
+        "torch_native, or any family `sglang ops` lists. Default: the platform's first eligible family.",
+    )
+
     def __post_init__(self) -> None:
         positive = (
             "max_running_requests",
@@ -126,6 +159,20 @@ class ServerArgs:
                 raise ValueError(f"{name} must be one of {', '.join(sorted(known))}, got {value!r}")
         if self.quantization is not None:
             WeightFormat.parse(self.quantization)  # a bad name fails here, with the accepted ones
+        for name in ("lora_paths", "lora_target_modules"):
+            if getattr(self, name) is not None:  # argparse gives lists
+                setattr(self, name, tuple(getattr(self, name)))
+        if self.lora_paths:
+            self.enable_lora = True
+        if self.max_loras_per_batch < 1:
+            raise ValueError(f"max_loras_per_batch must be at least 1, got {self.max_loras_per_batch}")
+        if self.max_loaded_loras is not None and self.max_loaded_loras < self.max_loras_per_batch:
+            raise ValueError(
+                f"max_loaded_loras ({self.max_loaded_loras}) must be at least max_loras_per_batch "
+                f"({self.max_loras_per_batch})"
+            )
+        if self.lora_eviction_policy not in ("lru", "fifo"):
+            raise ValueError(f"lora_eviction_policy must be lru or fifo, got {self.lora_eviction_policy!r}")
         if self.nnodes > 1 and not self.dist_init_addr:
             raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
 
@@ -148,6 +195,10 @@ class ServerArgs:
             if not sep or not op.strip() or not family.strip():
                 raise ValueError(f"--op-backend takes OP=FAMILY pairs, got {item!r}")
             overrides[op.strip()] = family.strip()
+        if self.lora_backend:
+            family = LORA_BACKEND_FAMILIES.get(self.lora_backend, self.lora_backend)
+            for op in ("lora_shrink", "lora_expand"):
+                overrides.setdefault(op, family)
         return overrides
 
     @classmethod

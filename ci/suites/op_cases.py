@@ -155,6 +155,49 @@ def _store_kv(slots_total: int, tokens: int, kv_heads: int, dim: int) -> Make:
     return make
 
 
+def _lora_batch(gen: torch.Generator, segments: tuple[tuple[int, int], ...], slots: int, ranks: tuple[int, ...]):
+    """Per-token slots of `segments` ((rows, slot) pairs), and per slot the rank actually used:
+    slot 0 is the base model's (no adapter: zero rank, zero scaling), slot `i` has `ranks[i - 1]`
+    (rows and columns past it zero, as the slot pool pads a smaller adapter)."""
+    token_slots = torch.cat([torch.full((rows,), slot, dtype=torch.long) for rows, slot in segments])
+    scaling = torch.cat([torch.zeros(1), torch.rand(slots - 1, generator=gen) + 0.5])
+    used = (0, *ranks)
+    return token_slots, scaling, used
+
+
+def _lora_shrink(segments, slots: int, hidden: int, parts: int, ranks: tuple[int, ...]) -> Make:
+    rank = max(ranks)
+
+    def make(gen, dtype):
+        token_slots, _, used = _lora_batch(gen, segments, slots, ranks)
+        a = randn(gen, slots, parts, rank, hidden, dtype=dtype, scale=hidden**-0.5)
+        for slot, r in enumerate(used):
+            a[slot, :, r:] = 0
+        return randn(gen, len(token_slots), hidden, dtype=dtype), a.flatten(1, 2), token_slots
+
+    return make
+
+
+def _lora_expand(segments, slots: int, widths: tuple[int, ...], ranks: tuple[int, ...]) -> Make:
+    rank = max(ranks)
+
+    def make(gen, dtype):
+        token_slots, scaling, used = _lora_batch(gen, segments, slots, ranks)
+        b = randn(gen, slots, sum(widths), rank, dtype=dtype, scale=rank**-0.5)
+        for slot, r in enumerate(used):
+            b[slot, :, r:] = 0
+        rows = len(token_slots)
+        h = randn(gen, rows, len(widths) * rank, dtype=dtype)
+        return randn(gen, rows, sum(widths), dtype=dtype), h, b, token_slots, scaling, widths
+
+    return make
+
+
+# A mixed batch [base, a, b, a, c] (prefill-like segments) and a decode batch of one row each.
+_LORA_PREFILL = ((3, 0), (5, 1), (2, 2), (1, 1), (4, 3))
+_LORA_DECODE = ((1, 2), (1, 0), (1, 3))
+
+
 def _check_attention(actual, expected, args, dtype) -> None:
     """Both steps' outputs must match. The KV buffers are compared too when the backend keeps the
     reference layout; with another layout the outputs still cover the writes, because step 2
@@ -254,5 +297,10 @@ CASES: list[OpCase] = [
         for b, v in ((4, 50), (2, 1000))
     ),
     *(_attention(s, layer, p) for s, layer, p in pac.CASES),
+    OpCase("lora_shrink", "plain_prefill", _lora_shrink(_LORA_PREFILL, 4, 40, 1, (4, 8, 2))),
+    OpCase("lora_shrink", "qkv_decode", _lora_shrink(_LORA_DECODE, 4, 96, 3, (16, 4, 8))),
+    OpCase("lora_expand", "plain_prefill", _lora_expand(_LORA_PREFILL, 4, (24,), (4, 8, 2))),
+    OpCase("lora_expand", "qkv_prefill", _lora_expand(_LORA_PREFILL, 4, (32, 16, 16), (16, 4, 8))),
+    OpCase("lora_expand", "gate_up_decode", _lora_expand(_LORA_DECODE, 4, (72, 72), (8, 8, 3))),
 ]
 """Every parity case; `device_runtime` is not a numeric op and has its own conformance test."""

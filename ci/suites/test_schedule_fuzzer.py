@@ -4,15 +4,18 @@ Per target (see `schedule_fuzz.targets`) one engine serves the tiny fuzz model; 
 workloads (`schedule_fuzz.strategies`) that are submitted concurrently, and each must pass
 `check_workload`: no exception escapes, every request finishes exactly once, greedy sequences
 equal the oracle's (every op its reference, capture off, each request alone) up to reported near
-ties, and the KV pool is whole once the scheduler is idle. The default run takes each target's
-`examples` (derandomized, so CI draws the same workloads every time); `-m slow` takes
-`slow_examples` with fresh randomness. Fixed regression schedules run on every target too.
+ties, and the KV pool is whole once the scheduler is idle. One target serves three LoRA adapters
+over two device slots, and its workloads mix them with the base model (the oracle serves them
+too). The default run takes each target's `examples` (derandomized, so CI draws the same
+workloads every time); `-m slow` takes `slow_examples` with fresh randomness. Fixed regression
+schedules run on every target too.
 
 Each fuzz test prints its target's example count, requests, near ties, retractions and seconds.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from sglang.ci.suites.lora_adapters import ADAPTER_NAMES, build_adapters, lora_flags
 from sglang.ci.suites.schedule_fuzz.checker import check_workload
 from sglang.ci.suites.schedule_fuzz.driver import RequestOutcome
 from sglang.ci.suites.schedule_fuzz.fuzz_model import build_fuzz_model
@@ -53,8 +57,18 @@ def fuzz_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def oracle(fuzz_model: Path) -> Iterator[Oracle]:
-    engine = Engine(str(fuzz_model), max_total_tokens=POOL_TOKENS, **ORACLE_ARGS)
+def fuzz_adapters(fuzz_model: Path) -> dict[str, Path]:
+    """The LoRA adapters of the fuzz model, by name; none where peft (which makes them) is absent."""
+    if importlib.util.find_spec("peft") is None:
+        return {}
+    return build_adapters(fuzz_model, fuzz_model.parent / "adapters")
+
+
+@pytest.fixture(scope="module")
+def oracle(fuzz_model: Path, fuzz_adapters: dict[str, Path]) -> Iterator[Oracle]:
+    # Serving the adapters changes nothing for base requests: their rows add exact zeros.
+    lora = lora_flags(fuzz_adapters) if fuzz_adapters else {}
+    engine = Engine(str(fuzz_model), max_total_tokens=POOL_TOKENS, **ORACLE_ARGS, **lora)
     try:
         yield Oracle(engine)
     finally:
@@ -62,13 +76,15 @@ def oracle(fuzz_model: Path) -> Iterator[Oracle]:
 
 
 @pytest.fixture(scope="module", params=[pytest.param(t, id=t.id) for t in fuzz_targets()])
-def target_engine(request: pytest.FixtureRequest, fuzz_model: Path) -> Iterator[tuple[FuzzTarget, Engine]]:
+def target_engine(
+    request: pytest.FixtureRequest, fuzz_model: Path, fuzz_adapters: dict[str, Path]
+) -> Iterator[tuple[FuzzTarget, Engine]]:
     """One engine per target, shared by its fuzz and regression tests (pytest groups them)."""
     target: FuzzTarget = request.param
     reason = target.unavailable()
     if reason is not None:
         pytest.skip(f"{target.id}: {reason}")
-    with started(target, fuzz_model) as engine:
+    with started(target, fuzz_model, **(lora_flags(fuzz_adapters) if target.lora else {})) as engine:
         yield target, engine
 
 
@@ -84,7 +100,7 @@ def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, dera
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(workload=workloads(target.budget))
+    @given(workload=workloads(target.budget, ADAPTER_NAMES if target.lora else ()))
     def run(workload: Workload) -> None:
         near_ties, _ = check_workload(engine, oracle, workload)
         stats.add(workload, near_ties)
@@ -115,6 +131,8 @@ def test_schedule_fuzzer_long(target_engine: tuple[FuzzTarget, Engine], oracle: 
 @pytest.mark.parametrize("regression", [pytest.param(r, id=r.name) for r in REGRESSIONS])
 def test_regression_schedule(target_engine: tuple[FuzzTarget, Engine], oracle: Oracle, regression: Regression) -> None:
     target, engine = target_engine
+    if target.lora:
+        pytest.skip("regression schedules carry no adapters: the targets without LoRA run them")
     if target.budget not in regression.budgets:
         pytest.skip(f"{regression.name} is too large for {target.id}'s budget ({target.budget})")
     retractions = engine.get_server_info()["retractions"]

@@ -60,7 +60,10 @@ class CapturedStepRunner:
         self.disabled_reason = eager.backend.init_capture(limits)
         self.input_ids = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
         self.positions = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
-        self._replays: dict[int, BucketStep] = {}
+        self.lora_slots = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
+        self._replays: dict[tuple[int, bool], BucketStep] = {}
+        """Per (bucket, with LoRA): a step captured with LoRA reads `lora_slots`; padded rows
+        use slot 0 (no adapter)."""
 
     def allocate_kv(self, shape: tuple[int, ...], dtype: torch.dtype, num_layers: int) -> list[torch.Tensor]:
         return self.eager.allocate_kv(shape, dtype, num_layers)
@@ -81,26 +84,33 @@ class CapturedStepRunner:
         self.input_ids[rows:bucket].zero_()
         self.positions[:rows].copy_(step.positions.to(device))
         self.positions[rows:bucket].zero_()
-        replay = self._replays.get(bucket)
+        with_lora = step.lora_slots is not None
+        if with_lora:
+            self.lora_slots[:rows].copy_(step.lora_slots.to(device))
+            self.lora_slots[rows:bucket].zero_()
+        replay = self._replays.get((bucket, with_lora))
         if replay is None:
-            replay = self._capture(bucket, padded, kv_buffers)
+            replay = self._capture(bucket, padded, kv_buffers, with_lora)
         self.eager.backend.replay_metadata(bucket, padded)
         logits, kv_buffers = replay(kv_buffers)
         return logits[step.logit_rows.to(logits.device)], kv_buffers
 
-    def _capture(self, bucket: int, padded: AttentionInputs, kv_buffers: list[torch.Tensor]) -> BucketStep:
+    def _capture(
+        self, bucket: int, padded: AttentionInputs, kv_buffers: list[torch.Tensor], with_lora: bool
+    ) -> BucketStep:
         backend, model = self.eager.backend, self.eager.model
         metadata = backend.capture_metadata(bucket)
         # Capturing may run the step (CUDA graphs warm up eagerly): give it this batch's real inputs.
         backend.replay_metadata(bucket, padded)
         ids, positions = self.input_ids[:bucket], self.positions[:bucket]
+        lora_slots = self.lora_slots[:bucket] if with_lora else None
 
         def step(buffers: list[torch.Tensor]) -> StepOutput:
-            ctx = ForwardContext(backend, metadata, list(buffers))
+            ctx = ForwardContext(backend, metadata, list(buffers), lora_slots)
             return model.compute_logits(model(ids, positions, ctx)), ctx.kv_buffers
 
         replay = self.runtime.capture_step(step, kv_buffers)
-        self._replays[bucket] = replay
+        self._replays[(bucket, with_lora)] = replay
         self.stats.captured_buckets.append(bucket)
         logger.info("decode bucket %d captured (%s)", bucket, type(self.runtime).__name__)
         return replay

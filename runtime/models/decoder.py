@@ -24,6 +24,7 @@ from sglang.runtime.layers.moe import SparseMoE
 from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ParallelLMHead, VocabParallelEmbedding
 from sglang.runtime.layers.sharding import Index
+from sglang.runtime.lora.layers import LoraState
 from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.weights import checkpoint_reads, load_weights
 
@@ -97,8 +98,12 @@ class DecoderForCausalLM(Module):
         table = RotaryTable.build(config.head_dim, config.max_position, config.rope_theta, config.rope_scaling)
         self.register_buffer("cos_sin", table.cos_sin, persistent=False)
         self.reads = checkpoint_reads(self)
+        self.lora: LoraState | None = None
+        """Set by `runtime.lora` when the server serves adapters."""
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        if self.lora is not None:
+            self.lora.token_slots = ctx.lora_slots  # what every LoRA layer of this step reads
         return self.model(input_ids, positions, self.cos_sin, ctx)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

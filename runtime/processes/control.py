@@ -75,6 +75,19 @@ class ConcatResult:
 
 
 @dataclass(frozen=True)
+class LoraResult:
+    """Upstream's answer to `/load_lora_adapter` and `/unload_lora_adapter`: whether it was done,
+    why not, and the adapters loaded now (name to path)."""
+
+    success: bool
+    error_message: str | None
+    loaded_adapters: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class ControlMessage(Generic[R]):
     """Base of every control message; `R` is the type of its reply (or `ControlError`)."""
 
@@ -96,6 +109,22 @@ class ConcatAndAppend(ControlMessage[ConcatResult]):
 
     prefix_ids: tuple[int, ...]
     branch_ids: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class LoadLoraAdapter(ControlMessage[LoraResult]):
+    """Reads a PEFT folder and registers the adapter; all or nothing."""
+
+    lora_name: str
+    lora_path: str
+    pinned: bool = False
+
+
+@dataclass(frozen=True)
+class UnloadLoraAdapter(ControlMessage[LoraResult]):
+    """Forgets an adapter; refused while requests use it."""
+
+    lora_name: str
 
 
 @dataclass(frozen=True)

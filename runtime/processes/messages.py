@@ -37,6 +37,8 @@ class GenerateRequest:
     stream: bool = False
     priority: int = 0
     arrival_time: float = field(default_factory=time.monotonic)
+    lora_path: str | None = None
+    """The LoRA adapter (by name) the request runs with; None: the base model."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,9 @@ class ReadyInfo:
     eos_token: str | None
     op_table: dict[str, object]
     """The chosen kernel of every op and why each other candidate lost (`OpTable.as_dict`)."""
+    lora_enabled: bool = False
+    lora_adapters: dict[str, str] = field(default_factory=dict)
+    """The adapters loaded at startup, name to path."""
 
     def model_info(self) -> dict[str, object]:
         """SGLang's `/get_model_info` answer (`architecture` is ours, beside upstream's list)."""

@@ -96,6 +96,8 @@ async def last_item(stream: AsyncIterator[Any]) -> Any:
 class TokenizerManager:
     def __init__(self, endpoints: ipc.Endpoints, info: ReadyInfo, tokenizer: Any, max_queued: int) -> None:
         self.info = info
+        self.lora_adapters = dict(info.lora_adapters or {})
+        """Adapters the scheduler has loaded (name to path), as its last LoRA reply said."""
         self.tokenizer = tokenizer
         self.max_queued = max_queued
         self.ctx = zmq.asyncio.Context()
@@ -141,9 +143,25 @@ class TokenizerManager:
         if any(not isinstance(t, int) or t < 0 or t >= vocab for t in lp.token_ids_logprob):
             raise InvalidRequestError("token_ids_logprob must be token ids", "token_ids_logprob")
         _check_grammar(item.params)
+        if item.lora_path is not None:
+            self.check_adapter(item.lora_path, "lora_path")
         return GenerateRequest(
-            item.rid, list(ids), item.params.normalize(), lp, stream=item.stream, priority=item.priority
+            item.rid,
+            list(ids),
+            item.params.normalize(),
+            lp,
+            stream=item.stream,
+            priority=item.priority,
+            lora_path=item.lora_path,
         )
+
+    def check_adapter(self, name: str, param: str) -> None:
+        """InvalidRequestError (400) unless `name` is a loaded LoRA adapter."""
+        if not self.info.lora_enabled:
+            raise InvalidRequestError("this server serves no LoRA adapters (start it with --enable-lora)", param)
+        if not isinstance(name, str) or name not in self.lora_adapters:
+            known = ", ".join(sorted(self.lora_adapters)) or "none"
+            raise InvalidRequestError(f"LoRA adapter {name!r} is not loaded (loaded: {known})", param)
 
     def _encode_within_context(self, text: str) -> list[int]:
         """`text`'s ids, refusing one that cannot fit the context before tokenizing all of it (a

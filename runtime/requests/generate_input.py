@@ -42,6 +42,7 @@ class SingleInput:
     priority: int
     log_metrics: bool = True
     return_prompt_token_ids: bool = False
+    lora_path: str | None = None
 
 
 @dataclass
@@ -69,6 +70,8 @@ class GenerateInput:
     routing_key: str | None = None
     conversation_id: str | None = None
     no_logs: bool = False
+    lora_path: str | list[str | None] | None = None
+    """The LoRA adapter (by name) of every prompt, or per prompt of a batch; None: the base model."""
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> GenerateInput:
@@ -103,6 +106,13 @@ class GenerateInput:
         ):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidRequestError(f"{name} must be a boolean", name)
+        lora = self.lora_path
+        if not (
+            lora is None
+            or isinstance(lora, str)
+            or (isinstance(lora, list) and all(p is None or isinstance(p, str) for p in lora))
+        ):
+            raise InvalidRequestError("lora_path must be an adapter name or a list of them", "lora_path")
         for name in ("model", "session_id", "routing_key", "conversation_id"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise InvalidRequestError(f"{name} must be a string", name)
@@ -154,6 +164,7 @@ class GenerateInput:
                     priority=int(self._pick("priority", i, count) or 0),
                     log_metrics=self.log_metrics,
                     return_prompt_token_ids=self.return_prompt_token_ids,
+                    lora_path=self._pick("lora_path", i, count),
                 )
             )
         return items

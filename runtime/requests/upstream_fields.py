@@ -44,7 +44,6 @@ _SHARED = {
     "return_sampling_mask": Missing("sampling masks", False),
     "sampling_logprobs_mode": Missing("sampling masks"),
     "return_flat_raw_output_top_logprobs": Missing("flat top-logprob arrays", False),
-    "lora_path": Missing("LoRA adapters"),
     "session_params": Missing("sessions"),
     "custom_logit_processor": Missing("custom logit processors"),
     "images_config": Missing(_MULTIMODAL),
@@ -75,7 +74,7 @@ GENERATE: dict[str, Missing] = {
     "return_flat_raw_top_logprobs": Missing("flat top-logprob arrays", False),
     "return_flat_raw_top_logprobs_b64": Missing("flat top-logprob arrays", False),
     "return_indexer_topk": Missing("sparse-attention indexer capture", False),
-    "lora_id": Missing("LoRA adapters"),
+    "lora_id": Missing("LoRA adapter ids (name the adapter in lora_path)"),
     "positional_embed_overrides": Missing("embedding overrides"),
     "bootstrap_pair_key": Missing(_PD),
     "decode_tp_size": Missing(_PD),
@@ -103,6 +102,7 @@ OPENAI: dict[str, Missing] = {
     "thinking": Missing("thinking configs (use chat_template_kwargs or reasoning_effort)"),
     "task": Missing("task-specific prompting"),
     "input_ids": Missing("token-id prompts on this route (send messages, or use /v1/completions)"),
+    "lora_path": Missing("lora_path on the OpenAI routes (name the adapter in model, as <base>:<adapter>)"),
 }
 
 

@@ -48,14 +48,20 @@ def make_entry(req: Req, extend: int) -> BatchEntry:
     return BatchEntry(req, extend, start, input_logprob_positions(req, start, end), samples)
 
 
+def _lora_slots(entries: list[BatchEntry]) -> torch.Tensor:
+    slots = torch.tensor([e.req.lora_slot or 0 for e in entries], dtype=torch.long)
+    return slots.repeat_interleave(torch.tensor([e.extend for e in entries]))
+
+
 RowMap = list[tuple[list[int], int | None]]
 """Per entry of a step: the indices of its input-logprob rows and of its sample row (or None)
 into the logits the runner returns."""
 
 
-def build_step(entries: list[BatchEntry]) -> tuple[StepInputs, RowMap]:
+def build_step(entries: list[BatchEntry], with_lora: bool = False) -> tuple[StepInputs, RowMap]:
     """The packed inputs, and per entry (indices of its input-logprob rows, index of its sample
-    row or None) into the logits the runner returns."""
+    row or None) into the logits the runner returns. `with_lora`: each entry's rows carry its
+    request's LoRA slot (one segment per entry)."""
     ids, positions, logit_rows = [], [], []
     row_map: RowMap = []
     token_offset = 0
@@ -83,5 +89,6 @@ def build_step(entries: list[BatchEntry]) -> tuple[StepInputs, RowMap]:
         positions=torch.tensor(positions, dtype=torch.long),
         attention=attention,
         logit_rows=torch.tensor(logit_rows, dtype=torch.long),
+        lora_slots=_lora_slots(entries) if with_lora else None,
     )
     return step, row_map

@@ -22,7 +22,7 @@ IN_BATCH_PREFIX_MIN = 32
 
 def admission_order(waiting: list[Req], policy: str, cache: RadixCache) -> list[Req]:
     if policy == "lpm" and len(waiting) <= LPM_QUEUE_LIMIT and not cache.disable:
-        cached = {id(r): cache.match_prefix(r.fill_ids[:-1]).num_cached for r in waiting}
+        cached = {id(r): cache.match_prefix(r.cache_ids(len(r.fill_ids) - 1)).num_cached for r in waiting}
         return sorted(waiting, key=lambda r: (-r.priority, -cached[id(r)], r.arrival_time))
     return sorted(waiting, key=lambda r: (-r.priority, r.arrival_time))
 

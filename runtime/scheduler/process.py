@@ -24,6 +24,9 @@ from sglang.runtime.distributed.leader import HEARTBEAT_S, LeaderRunner
 from sglang.runtime.distributed.placement import RankPlacement, join
 from sglang.runtime.execution.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
 from sglang.runtime.loader.model_loading import LoadedModel, load_model, select
+from sglang.runtime.lora.adapter import LoraError
+from sglang.runtime.lora.paths import LoraRef
+from sglang.runtime.lora.startup import build_lora_manager
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.child_setup import init_child_process
@@ -36,7 +39,10 @@ from sglang.runtime.processes.control import (
     FlushCache,
     FlushResult,
     GetSchedulerStatus,
+    LoadLoraAdapter,
+    LoraResult,
     SchedulerStatus,
+    UnloadLoraAdapter,
 )
 from sglang.runtime.processes.messages import (
     AbortRequest,
@@ -79,6 +85,7 @@ def build_runner(args: ServerArgs, placement: RankPlacement | None = None) -> tu
 
 def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[Scheduler, ReadyInfo]:
     loaded, runner = build_runner(args, placement)
+    lora = build_lora_manager(args, loaded.model, loaded.platform)
     tokenizer = loaded.load_tokenizer()
     context_length = args.context_length or loaded.context_length
     eos = set(loaded.config.eos_token_ids)
@@ -89,7 +96,7 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
         runner = LeaderRunner(runner, tp_group().comm)
     vocab = loaded.config.vocab_size
     grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
-    scheduler = Scheduler(runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar)
+    scheduler = Scheduler(runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar, lora)
     info = ReadyInfo(
         model_path=str(loaded.source.origin),
         tokenizer_path=str(loaded.source.tokenizer_path),
@@ -105,8 +112,15 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
         bos_token=tokenizer.bos_token,
         eos_token=tokenizer.eos_token,
         op_table=loaded.op_table.as_dict(),
+        lora_enabled=lora is not None,
+        lora_adapters=loaded_adapters(scheduler),
     )
     return scheduler, info
+
+
+def loaded_adapters(scheduler: Scheduler) -> dict[str, str]:
+    lora = scheduler.lora
+    return {} if lora is None else {name: a.adapter.path for name, a in lora.adapters.items()}
 
 
 def scheduler_status(scheduler: Scheduler) -> SchedulerStatus:
@@ -155,6 +169,28 @@ def _(message: ConcatAndAppend, scheduler: Scheduler) -> ConcatResult:
         logger.exception("concat_and_append failed")
         sequence = [*message.prefix_ids, *(t for branch in message.branch_ids for t in branch)]
         return ConcatResult(False, sequence, reason=f"internal error: {type(e).__name__}: {e}")
+
+
+@answer.register
+def _(message: LoadLoraAdapter, scheduler: Scheduler) -> LoraResult:
+    try:
+        if scheduler.lora is None:
+            raise LoraError("this server serves no LoRA adapters (start it with --enable-lora)")
+        scheduler.lora.load(LoraRef.from_json(vars(message)))
+    except LoraError as e:
+        return LoraResult(False, str(e), loaded_adapters(scheduler))
+    return LoraResult(True, None, loaded_adapters(scheduler))
+
+
+@answer.register
+def _(message: UnloadLoraAdapter, scheduler: Scheduler) -> LoraResult:
+    try:
+        if scheduler.lora is None:
+            raise LoraError("this server serves no LoRA adapters (start it with --enable-lora)")
+        scheduler.lora.unload(message.lora_name)
+    except LoraError as e:
+        return LoraResult(False, str(e), loaded_adapters(scheduler))
+    return LoraResult(True, None, loaded_adapters(scheduler))
 
 
 def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:

@@ -46,6 +46,8 @@ class LogprobLog:
 
 
 INTERNAL_ERROR_STATUS = 500
+CACHE_NAMESPACE_BITS = 40
+"""Token ids are far below `2**40`, so namespaced keys never collide with another namespace's."""
 
 
 class Req:
@@ -59,6 +61,11 @@ class Req:
         self.stream = request.stream
         self.priority = request.priority
         self.arrival_time = request.arrival_time
+        self.lora_name = request.lora_path
+        self.lora_slot: int | None = None
+        """The LoRA slot this request holds while it runs (0: no adapter); None when it holds none."""
+        self.cache_namespace = 0
+        """Keys its prefixes in the radix cache (`cache_ids`): its adapter load's uid, 0 for the base."""
         self.output_ids: list[int] = []
         limit = context_length - len(self.input_ids)
         # None means "until the context is full", as in SGLang.
@@ -88,6 +95,15 @@ class Req:
     @property
     def fill_ids(self) -> list[int]:
         return self.input_ids + self.output_ids
+
+    def cache_ids(self, end: int) -> list[int]:
+        """`fill_ids[:end]` as radix-cache keys: under an adapter every id is moved past the
+        vocabulary by its namespace, so prefixes are shared only within one adapter load."""
+        ids = self.fill_ids[:end]
+        if not self.cache_namespace:
+            return ids
+        offset = self.cache_namespace << CACHE_NAMESPACE_BITS
+        return [t + offset for t in ids]
 
     @property
     def kv_len(self) -> int:

@@ -19,6 +19,8 @@ import torch
 
 from sglang.ops.step import StepError
 from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.lora.adapter import LoraError
+from sglang.runtime.lora.manager import LoraManager
 from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
@@ -52,6 +54,7 @@ class Scheduler:
         eos_token_ids: frozenset[int],
         context_length: int,
         grammar: GrammarBackend | None,
+        lora: LoraManager | None = None,
     ) -> None:
         self.runner = runner
         self.allocator = allocator
@@ -61,6 +64,7 @@ class Scheduler:
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.grammar = grammar
+        self.lora = lora
         self.vocab_size = runner.model.config.vocab_size
         self.mixed = runner.platform.capabilities.mixed_prefill_decode
         self.waiting: list[Req] = []
@@ -71,6 +75,16 @@ class Scheduler:
     # -- requests in and out -------------------------------------------------------------------
     def add_request(self, request: GenerateRequest) -> None:
         req = Req(request, self.eos_token_ids, self.vocab_size, self.context_length)
+        if req.lora_name is not None:
+            try:
+                if self.lora is None:
+                    raise LoraError("this server serves no LoRA adapters (start it with --enable-lora)")
+                req.cache_namespace = self.lora.use(req.lora_name)
+            except LoraError as e:
+                req.lora_name = None  # holds nothing of the manager's to give back
+                req.abort(str(e))
+                self._finish(req)
+                return
         if self.grammar is not None and self.grammar.wants(req.params):
             self.grammar.submit(req)
         self.waiting.append(req)
@@ -114,7 +128,7 @@ class Scheduler:
         entries = self._plan()
         if entries:
             try:
-                step, row_map = build_step(entries)
+                step, row_map = build_step(entries, with_lora=self.lora is not None)
                 logits = self.runner.forward(step)
                 sampled = self._sample(entries, row_map, logits)
             except Exception as exc:  # the step's requests fail; the scheduler goes on
@@ -162,7 +176,8 @@ class Scheduler:
         # counted here, or one step would admit every request that fits on its own.
         reserve = sum(self._promised_tokens(r) for r in self.running)
         share_prefills = self.args.schedule_policy == "lpm" and not self.cache.disable
-        prefilling = [r.fill_ids for r in self.running if r.kv_len < len(r.input_ids)] if share_prefills else []
+        prefilling = [r.cache_ids(len(r.fill_ids)) for r in self.running if r.kv_len < len(r.input_ids)]
+        prefilling = prefilling if share_prefills else []
         for req in admission_order(self.waiting, self.args.schedule_policy, self.cache):
             if len(self.running) >= self.args.max_running_requests:
                 break
@@ -176,19 +191,24 @@ class Scheduler:
             limit = len(req.fill_ids) - 1
             if req.wants_input_logprobs():
                 limit = min(limit, max(req.logprobs.logprob_start_len - 1, 0))
-            match = self.cache.match_prefix(req.fill_ids[:limit])
+            match = self.cache.match_prefix(req.cache_ids(limit))
             if len(req.fill_ids) + self.allocator.page_size > self.capacity:
                 self.waiting.remove(req)
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
                 self._finish(req)
                 continue
-            if share_prefills and waits_for_shared_prefill(req.fill_ids[:limit], match.num_cached, prefilling):
+            if share_prefills and waits_for_shared_prefill(req.cache_ids(limit), match.num_cached, prefilling):
                 continue
+            if self.lora is not None:
+                req.lora_slot = self.lora.acquire(req.lora_name)
+                if req.lora_slot is None:  # every slot holds another running adapter: wait
+                    continue
             # Locked first: a cached prefix the request uses can no longer be evicted for it.
             self.cache.inc_lock_ref(match.last_node)
             need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
             if need + reserve > self._available_tokens():
                 self.cache.dec_lock_ref(match.last_node)
+                self._release_lora_slot(req)
                 break
             req.match, req.slots = match, match.slots
             if not req.output_ids:  # a resumed request keeps its first admission's figure
@@ -198,7 +218,7 @@ class Scheduler:
             self.running.append(req)
             reserve += self._promised_tokens(req)
             if share_prefills:
-                prefilling.append(req.fill_ids)
+                prefilling.append(req.cache_ids(len(req.fill_ids)))
 
     def _plan(self) -> list[BatchEntry]:
         """Chooses each running request's work for this step and allocates its KV slots."""
@@ -241,8 +261,14 @@ class Scheduler:
 
     def _release_kv(self, req: Req) -> None:
         if req.match is not None:
-            self.cache.cache_finished(req.fill_ids[: req.kv_len], req.slots, req.match, self.free_slots)
+            self.cache.cache_finished(req.cache_ids(req.kv_len), req.slots, req.match, self.free_slots)
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
+        self._release_lora_slot(req)
+
+    def _release_lora_slot(self, req: Req) -> None:
+        if self.lora is not None and req.lora_slot is not None:
+            self.lora.release(req.lora_slot)
+        req.lora_slot = None
 
     # -- results -----------------------------------------------------------------------------
     @staticmethod
@@ -295,13 +321,16 @@ class Scheduler:
         if e.samples and (e.extend > 1 or len(req.output_ids) == 1):
             # Prefill is complete (its last chunk may be a single token): share its pages
             # with requests arriving meanwhile.
-            computed = req.fill_ids[: req.kv_len]
+            computed = req.cache_ids(req.kv_len)
             req.match, req.slots = self.cache.cache_unfinished(computed, req.slots, req.match, self.free_slots)
         if req.stream and e.samples:
             self.finished_updates.append(self._update(req))
 
     def _finish(self, req: Req) -> None:
         self._release_kv(req)
+        if self.lora is not None and req.lora_name is not None:
+            self.lora.unuse(req.lora_name)
+            req.lora_name = None
         if req.grammar is not None:
             self.grammar.release(req)
         self.finished_updates.append(self._update(req))

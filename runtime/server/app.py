@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_body, anthropic_router
 from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
 from sglang.runtime.server.info_api import router as info_router
+from sglang.runtime.server.lora_api import router as lora_router
 from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server.native_api import router as native_router
 from sglang.runtime.server.ollama import OLLAMA_PREFIX, ollama_error_body, ollama_router
@@ -92,6 +93,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     app.include_router(native_router)
     app.include_router(info_router)
+    app.include_router(lora_router)
     app.include_router(openai_router)
     app.include_router(parsers_router)
     app.include_router(anthropic_router)

@@ -95,7 +95,9 @@ async def generate(request: Request) -> Response:
         obj = GenerateInput.from_dict(body)
     except (TypeError, InvalidRequestError) as e:
         raise as_api_error(e) or ApiError(400, str(e)) from None
-    state.check_model(obj.model)
+    adapter = state.check_model(obj.model)
+    if adapter is not None and obj.lora_path is None:
+        obj.lora_path = adapter
     outputs = state.manager.generate(obj)
     if obj.stream:
         return StreamingResponse(sse_stream(await first_output(outputs)), media_type="text/event-stream")

@@ -9,6 +9,7 @@ from fastapi import Request
 
 from sglang.runtime.processes.messages import ReadyInfo
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
+from sglang.runtime.requests.generate_input import InvalidRequestError
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server_args import ServerArgs
 
@@ -28,12 +29,22 @@ class ServerState:
         """The name the OpenAI API reports and accepts."""
         return self.args.served_model_name or self.info.model_path
 
-    def check_model(self, requested: str | None) -> None:
-        """404 for a model name this server does not serve. None, empty, `default` (the name
-        SGLang's own examples use) and `unknown` (what SGLang's routers fill in when a client
-        names no model) mean the served model."""
-        if requested and requested not in (self.model_name, self.info.model_path, "default", "unknown"):
-            raise ApiError(404, f"model {requested!r} does not exist; this server serves {self.model_name!r}", "model")
+    def check_model(self, requested: str | None) -> str | None:
+        """The LoRA adapter `requested` names (`<base>:<adapter>`, upstream's form), else None;
+        404 for a model name this server does not serve, 400 for an adapter it has not loaded.
+        None, empty, `default` (the name SGLang's own examples use) and `unknown` (what SGLang's
+        routers fill in when a client names no model) mean the served model."""
+        names = (self.model_name, self.info.model_path, "default", "unknown")
+        if not requested or requested in names:
+            return None
+        base, sep, adapter = requested.rpartition(":")
+        if sep and base in names and self.info.lora_enabled:
+            try:
+                self.manager.check_adapter(adapter, "model")
+            except InvalidRequestError as e:
+                raise ApiError(400, str(e), "model") from None
+            return adapter
+        raise ApiError(404, f"model {requested!r} does not exist; this server serves {self.model_name!r}", "model")
 
 
 def server_state(request: Request) -> ServerState:

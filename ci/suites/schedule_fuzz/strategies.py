@@ -4,8 +4,9 @@ A workload draws one or two prefix roots; each request's prompt is a root's pref
 its own suffix (an empty suffix makes a fork: the same prefix submitted as several requests), so
 the radix cache shares, splits and evicts. Around that: `n > 1`, greedy and sampled requests,
 stop strings and regexes, JSON-schema constraints, logprobs, streams closed early (aborts) and
-`max_new_tokens` 0. Token ids come from a seeded generator, so a prompt shrinks by its length
-and seed rather than token by token.
+`max_new_tokens` 0, and on a target serving adapters, LoRA adapters mixed with the base model
+(one prompt prefix under several adapters, so the cache must keep them apart). Token ids come
+from a seeded generator, so a prompt shrinks by its length and seed rather than token by token.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def prompt_roots(draw: st.DrawFn, budget: WorkloadBudget) -> tuple[int, ...]:
 
 
 @st.composite
-def requests(draw: st.DrawFn, roots: list[tuple[int, ...]], budget: WorkloadBudget) -> RequestSpec:
+def requests(
+    draw: st.DrawFn, roots: list[tuple[int, ...]], budget: WorkloadBudget, adapters: tuple[str, ...] = ()
+) -> RequestSpec:
     root = draw(st.sampled_from(roots))
     keep = draw(st.integers(0, len(root)))
     suffix = tokens(draw(st.integers(0 if keep else 1, budget.max_prompt_len - keep)), draw(st.integers(0, 2**16)))
@@ -83,11 +86,13 @@ def requests(draw: st.DrawFn, roots: list[tuple[int, ...]], budget: WorkloadBudg
         top_logprobs_num=draw(st.none() | st.integers(0, 3)),
         stream=stream,
         abort_after=draw(st.none() | st.integers(1, 3)) if stream else None,
+        lora_path=draw(st.sampled_from((None, *adapters))) if adapters else None,
     )
 
 
 @st.composite
-def workloads(draw: st.DrawFn, budget: WorkloadBudget) -> Workload:
+def workloads(draw: st.DrawFn, budget: WorkloadBudget, adapters: tuple[str, ...] = ()) -> Workload:
+    """`adapters`: LoRA adapter names the requests draw from (with the base model), or none."""
     roots = draw(st.lists(prompt_roots(budget), min_size=1, max_size=2))
     count = draw(st.integers(1, budget.max_requests))
-    return Workload(tuple(draw(requests(roots, budget)) for _ in range(count)))
+    return Workload(tuple(draw(requests(roots, budget, adapters)) for _ in range(count)))

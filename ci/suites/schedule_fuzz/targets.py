@@ -56,11 +56,15 @@ class FuzzTarget:
     slow_examples: int
     attention_family: str | None
     env: dict[str, str] = field(default_factory=dict)
+    lora: bool = False
+    """Serves the fuzz adapters (`lora_adapters.ADAPTERS`), which the workloads then draw from."""
 
     def unavailable(self) -> str | None:
         """Why this machine cannot run the target, or None. Checked with the target's environment."""
         if self.env.get("TRITON_INTERPRET") and importlib.util.find_spec("triton") is None:
             return "triton is not installed"
+        if self.lora and importlib.util.find_spec("peft") is None:
+            return "peft (which makes the adapters) is not installed"
         with pytest.MonkeyPatch.context() as patch:
             for name, value in self.env.items():
                 patch.setenv(name, value)
@@ -77,6 +81,8 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
     return (
         FuzzTarget(f"cpu-{cpp}-capture", "cpu", capture, FULL, 3, 40, cpp),
         FuzzTarget(f"cpu-{cpp}-eager", "cpu", eager, FULL, 3, 40, cpp),
+        # Three adapters and the base model over two device slots: requests wait for slots.
+        FuzzTarget(f"cpu-{cpp}-lora", "cpu", {**capture, "max_loras_per_batch": 2}, FULL, 2, 30, cpp, lora=True),
         FuzzTarget("cpu-torch_native", "cpu", eager, FULL, 3, 30, "torch_native", native),
         FuzzTarget("cpu-reference", "cpu", {**capture, "reference_ops": True}, FULL, 2, 30, None),
         # Capture would trace interpreted kernels; this target checks the kernels, not capture.

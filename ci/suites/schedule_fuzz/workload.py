@@ -31,6 +31,8 @@ class RequestSpec:
     """None: no logprobs asked; else `return_logprob` with this many top logprobs per token."""
     stream: bool = False
     abort_after: int | None = None
+    lora_path: str | None = None
+    """The LoRA adapter the request runs with (targets that serve the fuzz adapters only)."""
 
     def __post_init__(self) -> None:
         if self.abort_after is not None and not self.stream:
@@ -57,6 +59,8 @@ class RequestSpec:
         kwargs: dict[str, Any] = {"input_ids": list(self.prompt_ids), "sampling_params": self.sampling_params()}
         if self.top_logprobs_num is not None:
             kwargs.update(return_logprob=True, top_logprobs_num=self.top_logprobs_num)
+        if self.lora_path is not None:
+            kwargs["lora_path"] = self.lora_path
         return kwargs
 
     def oracle_request(self) -> RequestSpec:

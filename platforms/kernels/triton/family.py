@@ -23,7 +23,7 @@ def _candidate(op: str, qualname: str, requires: Requirements = _TRITON) -> Cand
 
 FAMILY = KernelFamily(
     name="triton",
-    description="Triton kernels: paged decode/extend attention, KV store, norms, rotary, gated MLP, MoE",
+    description="Triton kernels: paged decode/extend attention, KV store, norms, rotary, gated MLP, MoE, multi-LoRA",
     candidates=(
         _candidate("attention_backend", "attention:TritonAttention", _ATTENTION),
         _candidate("store_kv", "kv_store:store_kv"),
@@ -33,5 +33,7 @@ FAMILY = KernelFamily(
         _candidate("silu_and_mul", "activation:silu_and_mul"),
         _candidate("gelu_and_mul", "activation:gelu_and_mul"),
         _candidate("moe_experts", "moe:moe_experts"),
+        _candidate("lora_shrink", "lora:lora_shrink"),
+        _candidate("lora_expand", "lora:lora_expand"),
     ),
 )

@@ -297,12 +297,13 @@ class ChatChunker(Chunker):
 @router.post("/v1/chat/completions")
 async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
     state = server_state(request)
-    state.check_model(body.model)
+    adapter = state.check_model(body.model)
     try:
         template = resolve_chat_template(state.args.chat_template, state.info.chat_template)
     except ChatTemplateError as e:
         raise ApiError(400, str(e)) from None
     plan = chat_plan(body, state.tokenizer, template, state.args.reasoning_parser, state.args.tool_call_parser)
+    plan.input.lora_path = adapter
     header = ResponseHeader.new("chatcmpl", state.model_name)
     text = token_text(state.tokenizer)
     chunker = ChatChunker(header, plan, text) if body.stream else None

@@ -147,8 +147,9 @@ class CompletionChunker(Chunker):
 @router.post("/v1/completions")
 async def create_completion(body: CompletionRequest, request: Request) -> Response:
     state = server_state(request)
-    state.check_model(body.model)
+    adapter = state.check_model(body.model)
     plan = completion_plan(body, state.tokenizer.decode)
+    plan.input.lora_path = adapter
     header = ResponseHeader.new("cmpl", state.model_name)
     text = token_text(state.tokenizer)
     chunker = CompletionChunker(header, plan, text) if body.stream else None

@@ -1,7 +1,9 @@
-"""GET /v1/models and /v1/models/{model}: the one model this server serves.
+"""GET /v1/models and /v1/models/{model}: the model this server serves, and its LoRA adapters.
 
-Its id is `ServerState.model_name` (`--served-model-name`, else the model path), the name the
-other endpoints accept; `root` is the model path, `max_model_len` the context length.
+The model's id is `ServerState.model_name` (`--served-model-name`, else the model path), the name
+the other endpoints accept; `root` is the model path, `max_model_len` the context length. Each
+loaded adapter is listed as upstream does: id `<model>:<adapter>` (the name the OpenAI routes
+accept), `root` its PEFT folder, `parent` the model.
 """
 
 from __future__ import annotations
@@ -33,14 +35,32 @@ def _created(state: ServerState) -> int:
     return state.extras.setdefault("openai_model_created", int(time.time()))
 
 
+def adapter_cards(state: ServerState, created: int) -> list[dict[str, Any]]:
+    if not state.info.lora_enabled:
+        return []
+    return [
+        {
+            **model_card(state, created),
+            "id": f"{state.model_name}:{name}",
+            "root": path,
+            "parent": state.model_name,
+        }
+        for name, path in sorted(state.manager.lora_adapters.items())
+    ]
+
+
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     state = server_state(request)
-    return json_response({"object": "list", "data": [model_card(state, _created(state))]})
+    created = _created(state)
+    return json_response({"object": "list", "data": [model_card(state, created), *adapter_cards(state, created)]})
 
 
 @router.get("/v1/models/{model:path}")
 async def retrieve_model(model: str, request: Request) -> Response:
     state = server_state(request)
-    state.check_model(model)
-    return json_response(model_card(state, _created(state)))
+    created = _created(state)
+    adapter = state.check_model(model)
+    if adapter is None:
+        return json_response(model_card(state, created))
+    return json_response(next(c for c in adapter_cards(state, created) if c["id"].endswith(f":{adapter}")))
