@@ -32,14 +32,16 @@ router = APIRouter()
 
 
 def _plan(state: ServerState, body: Conversation) -> ChatPlan:
-    state.check_model(body.model)
+    adapter = state.check_model(body.model)
     try:
         template = resolve_chat_template(state.args.chat_template, state.info.chat_template)
     except ChatTemplateError as e:
         raise ApiError(400, str(e)) from None
-    return chat_plan(
+    plan = chat_plan(
         chat_request(body), state.tokenizer, template, state.args.reasoning_parser, state.args.tool_call_parser
     )
+    plan.input.lora_path = adapter  # `<base>:<adapter>` names a LoRA adapter, as on the OpenAI routes
+    return plan
 
 
 @router.post("/v1/messages")

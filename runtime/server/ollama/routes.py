@@ -71,8 +71,9 @@ async def _parsed(request: Request, model: type[Body]) -> Body:
         raise RequestValidationError(e.errors(include_url=False)) from None
 
 
-def _check_model(state: ServerState, model: str | None) -> None:
-    state.check_model(model.removesuffix(":latest") if model else model)
+def _check_model(state: ServerState, model: str | None) -> str | None:
+    """The LoRA adapter a `<base>:<adapter>` model names, else None (`:latest` is Ollama's tag)."""
+    return state.check_model(model.removesuffix(":latest") if model else model)
 
 
 def _details(state: ServerState) -> dict[str, Any]:
@@ -156,10 +157,11 @@ def _loaded(model: str, chat: bool, stream: bool) -> Response:
 async def chat(request: Request) -> Response:
     body = await _parsed(request, ChatRequest)
     state = server_state(request)
-    _check_model(state, body.model)
+    adapter = _check_model(state, body.model)
     if not body.messages:
         return _loaded(body.model, True, body.stream)
     plan = chat_plan(chat_request(body), state.tokenizer, _template(state), None, state.args.tool_call_parser)
+    plan.input.lora_path = adapter
     return await _respond(state, body.model, plan.input, plan.names, body.stream, True, plan.tools)
 
 
@@ -167,7 +169,7 @@ async def chat(request: Request) -> Response:
 async def generate(request: Request) -> Response:
     body = await _parsed(request, GenerateRequest)
     state = server_state(request)
-    _check_model(state, body.model)
+    adapter = _check_model(state, body.model)
     if not body.prompt:
         return _loaded(body.model, False, body.stream)
     converted = generate_request(body)
@@ -175,6 +177,7 @@ async def generate(request: Request) -> Response:
         plan: Any = chat_plan(converted, state.tokenizer, _template(state))
     else:
         plan = completion_plan(converted, state.tokenizer.decode)
+    plan.input.lora_path = adapter
     return await _respond(state, body.model, plan.input, plan.names, body.stream, False, None)
 
 
