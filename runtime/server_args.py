@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
+from sglang.runtime.speculative.config import speculative_config
 
 if TYPE_CHECKING:
     from sglang.platforms.base import Capabilities
@@ -87,6 +88,28 @@ class ServerArgs:
         None, "Seconds a collective waits for the other ranks before failing; default: --watchdog-timeout."
     )
 
+    speculative_algorithm: str | None = _opt(
+        None,
+        "Speculative decoding: NGRAM (drafts from n-grams of the request's own tokens) or STANDALONE (a smaller "
+        "draft model). EAGLE, EAGLE3, NEXTN and MTP are refused: they need trained draft heads.",
+    )
+    speculative_draft_model_path: str | None = _opt(None, "STANDALONE: the draft model (a folder or .gguf file).")
+    speculative_num_steps: int | None = _opt(
+        None, "Draft steps per verification; default: NGRAM --speculative-num-draft-tokens, STANDALONE 3."
+    )
+    speculative_eagle_topk: int | None = _opt(
+        None, "Drafts per step; only 1 (a chain of drafts) is served: a tree would need tree attention masks."
+    )
+    speculative_num_draft_tokens: int | None = _opt(
+        None, "Tokens one verify step checks (the last token plus the drafts); default: NGRAM 12, STANDALONE steps+1."
+    )
+    speculative_ngram_min_match_window_size: int = _opt(1, "NGRAM: shortest suffix of the tokens matched to draft.")
+    speculative_ngram_max_match_window_size: int = _opt(12, "NGRAM: longest suffix of the tokens matched to draft.")
+    speculative_ngram_max_trie_depth: int = _opt(18, "NGRAM: longest n-gram (matched suffix plus drafts) used.")
+    speculative_ngram_capacity: int = _opt(
+        10_000_000, "NGRAM: tokens of finished requests kept to draft from (0 drafts from each request's own only)."
+    )
+
     def __post_init__(self) -> None:
         positive = (
             "max_running_requests",
@@ -112,6 +135,7 @@ class ServerArgs:
             WeightFormat.parse(self.quantization)  # a bad name fails here, with the accepted ones
         if self.nnodes > 1 and not self.dist_init_addr:
             raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
+        speculative_config(self)  # a refused algorithm or bad draft settings fail here, with the reason
 
     def graph_buckets(self, capabilities: Capabilities | None = None) -> BucketPolicy | None:
         """The decode batch buckets made static on a platform with `capabilities`, or None with

@@ -125,6 +125,7 @@ def scheduler_status(scheduler: Scheduler) -> SchedulerStatus:
         static_steps=steps.static_steps,
         eager_steps=steps.eager_steps,
         static_step_fallbacks=steps.static_fallbacks,
+        verify_steps=steps.verify_steps,
     )
 
 
