@@ -32,14 +32,17 @@ VOCAB = TINY_LLAMA_CONFIG["vocab_size"]
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 
 
-def tiny_model(architecture: str, seed: int = 0) -> DecoderForCausalLM:
+def tiny_model(
+    architecture: str, seed: int = 0, vocab_size: int = VOCAB, scale: float = WEIGHT_SCALE
+) -> DecoderForCausalLM:
     """The tiny decoder shape of `tests/tiny_decoder.py` as `architecture` (Qwen2: q/k/v
-    biases), every parameter drawn from a generator seeded with `seed`."""
-    config = ModelConfig.from_dict({**TINY_LLAMA_CONFIG, "architectures": [architecture]})
+    biases), every parameter drawn from a generator seeded with `seed` times `scale`."""
+    raw = {**TINY_LLAMA_CONFIG, "architectures": [architecture], "vocab_size": vocab_size}
+    config = ModelConfig.from_dict(raw)
     model = model_class_for(config)(config, torch.float32)
     gen = torch.Generator().manual_seed(seed)
     for param in model.parameters():
-        param.data = torch.randn(param.shape, generator=gen) * WEIGHT_SCALE
+        param.data = torch.randn(param.shape, generator=gen) * scale
     return model.eval()
 
 
