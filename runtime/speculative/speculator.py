@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 class Drafter(Protocol):
     """Proposes tokens to verify. Invariant: drafting changes no request's state."""
 
-    def draft(self, req: Req, max_tokens: int) -> list[int]: ...
+    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+        """Per request, at most its `max_tokens` drafts (possibly none)."""
 
     def release(self, req: Req) -> None:
         """`req` finished (or was aborted): drop what the drafter keeps for it."""
@@ -42,7 +43,10 @@ class NgramDrafter:
         self.indexes: dict[str, NgramIndex] = {}
         self.corpus = NgramCorpus(config.capacity)
 
-    def draft(self, req: Req, max_tokens: int) -> list[int]:
+    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+        return [self._draft(req, count) for req, count in zip(reqs, max_tokens)]
+
+    def _draft(self, req: Req, max_tokens: int) -> list[int]:
         index = self.indexes.setdefault(req.rid, NgramIndex())
         fill = req.fill_ids
         index.extend(fill[len(index) :])
@@ -70,23 +74,29 @@ class Speculator:
         self.drafter = drafter
         logger.info("speculative decoding: %s", config.describe())
 
-    def draft(self, req: Req) -> list[int]:
-        """The drafts for `req`'s next step: never more than its remaining output allows (a
-        verify step appends the accepted drafts plus one token)."""
-        budget = min(self.config.max_drafts, req.max_new_tokens - len(req.output_ids) - 1)
-        if budget < 1 or not drafts_allowed(req):
-            return []
-        return self.drafter.draft(req, budget)[:budget]
+    def draft(self, reqs: list[Req]) -> list[list[int]]:
+        """The drafts for each request's next step: never more than its remaining output allows
+        (a verify step appends the accepted drafts plus one token)."""
+        budgets = [min(self.config.max_drafts, r.max_new_tokens - len(r.output_ids) - 1) for r in reqs]
+        wanted = [i for i, (r, b) in enumerate(zip(reqs, budgets)) if b >= 1 and drafts_allowed(r)]
+        drafts: list[list[int]] = [[] for _ in reqs]
+        if wanted:
+            proposed = self.drafter.draft([reqs[i] for i in wanted], [budgets[i] for i in wanted])
+            for i, draft in zip(wanted, proposed):
+                drafts[i] = draft[: budgets[i]]
+        return drafts
 
     def release(self, req: Req) -> None:
         self.drafter.release(req)
 
 
-def build_speculator(config: SpeculativeConfig | None) -> Speculator | None:
-    """The mode `config` asks for (None without speculation); a draft model (STANDALONE) is not
-    served by this build and is refused here, at startup."""
+def build_speculator(config: SpeculativeConfig | None, draft_model: Drafter | None = None) -> Speculator | None:
+    """The mode `config` asks for (None without speculation). STANDALONE takes its drafter, the
+    draft model the scheduler's process loaded (`draft_model.load_draft`)."""
     if config is None:
         return None
-    if config.algorithm != NGRAM:
-        raise ValueError(f"--speculative-algorithm {config.algorithm} is not served yet; use {NGRAM}")
-    return Speculator(config, NgramDrafter(config))
+    if config.algorithm == NGRAM:
+        return Speculator(config, NgramDrafter(config))
+    if draft_model is None:
+        raise ValueError(f"--speculative-algorithm {config.algorithm} needs its draft model loaded")
+    return Speculator(config, draft_model)

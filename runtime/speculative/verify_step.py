@@ -26,8 +26,7 @@ def attach_drafts(speculator: Speculator | None, entries: list[BatchEntry], mixe
         return entries
     decodes = [e for e in entries if e.samples and e.extend == 1 and e.req.output_ids]
     verifying = []
-    for e in decodes:
-        draft = speculator.draft(e.req)
+    for e, draft in zip(decodes, speculator.draft([e.req for e in decodes]) if decodes else []):
         if draft:
             e.with_draft(draft)
             verifying.append(e)

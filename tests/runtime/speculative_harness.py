@@ -24,6 +24,9 @@ from sglang.runtime.requests.meta_info import MetaInfo
 from sglang.runtime.requests.sampling_params import SamplingParams
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.speculative.config import speculative_config
+from sglang.runtime.speculative.draft_model import DraftModelDrafter
+from sglang.runtime.speculative.speculator import build_speculator
 
 from ..tiny_decoder import TINY_LLAMA_CONFIG, WEIGHT_SCALE
 
@@ -98,3 +101,14 @@ def run(scheduler: Scheduler, requests: list[GenerateRequest], max_steps: int = 
 def prompts(count: int, length: int, seed: int = 0) -> list[list[int]]:
     gen = torch.Generator().manual_seed(seed)
     return [torch.randint(1, VOCAB, (length,), generator=gen).tolist() for _ in range(count)]
+
+
+def make_standalone_scheduler(target: DecoderForCausalLM, draft: DecoderForCausalLM, steps: int = 3) -> Scheduler:
+    """A scheduler whose speculator drafts with `draft` (STANDALONE), in a pool of its own."""
+    args = {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "in-process"}
+    config = speculative_config(ServerArgs(speculative_num_steps=steps, **args))
+    allocator = PagedTokenAllocator(2048 + 1, 1)
+    drafter = DraftModelDrafter(ModelRunner(draft, CpuPlatform(), allocator.num_slots), allocator, steps)
+    scheduler = make_scheduler(target)
+    scheduler.speculator = build_speculator(config, drafter)
+    return scheduler

@@ -23,7 +23,16 @@ from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.speculative.acceptance import rejection_sample
 
 from .runtime_harness import Runtime, chat_prompt, make_request, model_threads
-from .speculative_harness import ARCHITECTURES, Result, make_scheduler, prompts, request, run, tiny_model
+from .speculative_harness import (
+    ARCHITECTURES,
+    Result,
+    make_scheduler,
+    make_standalone_scheduler,
+    prompts,
+    request,
+    run,
+    tiny_model,
+)
 
 NGRAM = {"speculative_algorithm": "NGRAM"}
 CHI_SQUARE_Z = 3.090
@@ -219,3 +228,25 @@ def test_embedded_model_answers_the_readme_question_the_same(rt: Runtime) -> Non
     assert spec.stats["spec_accepted_tokens"] > 0, spec.stats
     assert ours.meta["spec_verify_ct"] < len(ours.output_ids) - 1
     assert_pool_whole(spec)
+
+
+@pytest.mark.parametrize("draft_seed", [0, 1])
+def test_standalone_draft_model(model: torch.nn.Module, draft_seed: int) -> None:
+    """STANDALONE: with the target as its own draft every drafted token is accepted; with another
+    model as the draft fewer are; the tokens are the target's alone either way, and both pools
+    are whole after."""
+    architecture = model.config.architectures[0]
+    draft = model if draft_seed == 0 else tiny_model(architecture, seed=draft_seed)
+    requests = lambda: [request(p, max_new_tokens=30) for p in prompts(3, 12, seed=4)]
+    expected = [r.output_ids for r in run(make_scheduler(model), requests()).values()]
+    spec = make_standalone_scheduler(model, draft)
+    assert [r.output_ids for r in run(spec, requests()).values()] == expected
+    assert_pool_whole(spec)
+    drafter = spec.speculator.drafter
+    assert drafter.allocator.available_tokens() == 2048 and not drafter.states
+    drafted, accepted = spec.stats["spec_draft_tokens"], spec.stats["spec_accepted_tokens"]
+    assert drafted > 0
+    if draft_seed == 0:
+        assert accepted == drafted
+    else:
+        assert accepted < drafted
