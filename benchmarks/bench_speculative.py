@@ -48,7 +48,7 @@ def run_kind(plain: Engine, spec: Engine, prompts: list[str], params: dict[str, 
             order = [("plain", plain), ("spec", spec)][:: 1 if (i + r) % 2 == 0 else -1]
             for name, engine in order:
                 engine.flush_cache()  # every run prefills its prompt
-                seconds, out = timed(lambda engine=engine: engine.generate(prompt, params))
+                seconds, out = timed(lambda engine=engine, prompt=prompt: engine.generate(prompt, params))
                 best[name] = min(best[name], seconds)
                 meta = out["meta_info"]
                 if name == "spec" and r == 0:
