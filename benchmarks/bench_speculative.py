@@ -8,7 +8,7 @@ tokens/s of each side, the ratio, and NGRAM's acceptance (`spec_accept_rate`,
 `spec_accept_length` from `meta_info`). Targets (issue 24): >= 1.8x on repeating prompts,
 >= 0.95x on open questions.
 
-    .venv/bin/python benchmarks/bench_speculative.py [--new-tokens 96] [--repeats 2]
+    .venv/bin/python benchmarks/bench_speculative.py [--new-tokens 96] [--repeats 2] [--dtype float32]
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--new-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--dtype", default="auto", help="auto keeps the GGUF's Q4_1 blocks; float32 dequantizes")
     args = parser.parse_args()
     threads = engine_threads()
     tokenizer = hf_tokenizer()
@@ -74,7 +75,13 @@ def main() -> None:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     params = {"temperature": 0.0, "max_new_tokens": args.new_tokens}
-    common = {"device": "cpu", "cpu_threads": threads, "log_level": "warning", "max_total_tokens": 4096}
+    common = {
+        "device": "cpu",
+        "cpu_threads": threads,
+        "log_level": "warning",
+        "max_total_tokens": 4096,
+        "dtype": args.dtype,
+    }
     with Engine(**common) as plain, Engine(**common, speculative_algorithm="NGRAM") as spec:
         for engine in (plain, spec):
             engine.generate(chat(OPEN[0]), {**params, "max_new_tokens": 8})
