@@ -34,7 +34,8 @@ StepOutput = tuple[torch.Tensor, list[torch.Tensor]]
 @dataclass(frozen=True)
 class StepInputs:
     """One step's packed batch. `logit_rows` selects the token rows whose logits are needed
-    (each sequence's last token, plus prompt tokens whose logprobs were asked for)."""
+    (each sequence's last token, plus prompt tokens whose logprobs were asked for, plus every
+    drafted token of a speculative verify step)."""
 
     input_ids: torch.Tensor
     positions: torch.Tensor
@@ -42,6 +43,10 @@ class StepInputs:
     logit_rows: torch.Tensor
     lora_slots: torch.Tensor | None = None
     """Per token row, the LoRA slot its adapter occupies (0: none); None when LoRA is off."""
+    draft_tokens: int = 0
+    """Drafted tokens under verification in this step (speculative decoding). A verify step is
+    an extend over each request's cache like any other: runners serve it through their extend
+    path, and count it in `StepStats.verify_steps`."""
 
 
 @dataclass
@@ -85,6 +90,8 @@ class StepStats:
     static_fallbacks: int = 0
     """Decode steps a bucket would have served but whose metadata did not fit its static buffers
     (shared prefixes past the declared limits, say): they ran eagerly instead."""
+    verify_steps: int = 0
+    """Steps that verified drafted tokens (speculative decoding), whichever way they ran."""
     captured_buckets: list[int] = field(default_factory=list)
     """Buckets made static so far, in capture order."""
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
 from sglang.runtime.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS
+from sglang.runtime.speculative.config import speculative_config
 
 if TYPE_CHECKING:
     from sglang.platforms.base import Capabilities
@@ -131,6 +132,27 @@ class ServerArgs:
         "Kernel family of the LoRA ops: triton (csgmv is upstream's CUDA kernel; here it means triton), "
         "torch_native, or any family `sglang ops` lists. Default: the platform's first eligible family.",
     )
+    speculative_algorithm: str | None = _opt(
+        None,
+        "Speculative decoding: NGRAM (drafts from n-grams of the request's own tokens) or STANDALONE (a smaller "
+        "draft model). EAGLE, EAGLE3, NEXTN and MTP are refused: they need trained draft heads.",
+    )
+    speculative_draft_model_path: str | None = _opt(None, "STANDALONE: the draft model (a folder or .gguf file).")
+    speculative_num_steps: int | None = _opt(
+        None, "Draft steps per verification; default: NGRAM --speculative-num-draft-tokens, STANDALONE 3."
+    )
+    speculative_eagle_topk: int | None = _opt(
+        None, "Drafts per step; only 1 (a chain of drafts) is served: a tree would need tree attention masks."
+    )
+    speculative_num_draft_tokens: int | None = _opt(
+        None, "Tokens one verify step checks (the last token plus the drafts); default: NGRAM 12, STANDALONE steps+1."
+    )
+    speculative_ngram_min_match_window_size: int = _opt(1, "NGRAM: shortest suffix of the tokens matched to draft.")
+    speculative_ngram_max_match_window_size: int = _opt(12, "NGRAM: longest suffix of the tokens matched to draft.")
+    speculative_ngram_max_trie_depth: int = _opt(18, "NGRAM: longest n-gram (matched suffix plus drafts) used.")
+    speculative_ngram_capacity: int = _opt(
+        10_000_000, "NGRAM: tokens of finished requests kept to draft from (0 drafts from each request's own only)."
+    )
 
     def __post_init__(self) -> None:
         positive = (
@@ -175,6 +197,7 @@ class ServerArgs:
             raise ValueError(f"lora_eviction_policy must be lru or fifo, got {self.lora_eviction_policy!r}")
         if self.nnodes > 1 and not self.dist_init_addr:
             raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
+        speculative_config(self)  # a refused algorithm or bad draft settings fail here, with the reason
 
     def graph_buckets(self, capabilities: Capabilities | None = None) -> BucketPolicy | None:
         """The decode batch buckets made static on a platform with `capabilities`, or None with

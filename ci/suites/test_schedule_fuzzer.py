@@ -107,11 +107,15 @@ def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, dera
 
     run()
     after = engine.get_server_info()
+    accepted = after["spec_accepted_tokens"] - before["spec_accepted_tokens"]
     print(
         f"\nschedule fuzzer on {target.id}: {stats.examples} examples, {stats.requests} requests, "
         f"{stats.sequences} sequences, {after['retractions'] - before['retractions']} retractions, "
-        f"{len(stats.near_ties)} near ties, {time.perf_counter() - started_at:.0f} s"
+        f"{accepted} drafted tokens accepted, {len(stats.near_ties)} near ties, "
+        f"{time.perf_counter() - started_at:.0f} s"
     )
+    if "speculative_algorithm" in target.engine_args:
+        assert accepted > 0, f"{target.id}: no drafted token was accepted, so no verify step was checked"
     for line in stats.near_ties:
         print(f"  near tie {line}")
     assert stats.examples == examples, f"hypothesis ran {stats.examples} of {examples} examples"

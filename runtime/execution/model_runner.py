@@ -79,6 +79,8 @@ class ModelRunner:
     def forward(self, step: StepInputs) -> torch.Tensor:
         """Float32 logits `[len(step.logit_rows), vocab]`; the step's K/V are written to the cache."""
         logits, self.kv_buffers = self.step_runner.run(step, self.kv_buffers)
+        if step.draft_tokens:
+            self.step_runner.stats.verify_steps += 1
         return logits
 
     def kv_copy_unsupported(self) -> str | None:

@@ -53,6 +53,12 @@ class SchedulerStatus:
     static_steps: int
     eager_steps: int
     static_step_fallbacks: int
+    spec_verify_ct: int = 0
+    """Speculative decoding: decode steps of requests, drafted tokens verified and accepted."""
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
+    verify_steps: int = 0
+    """Model steps that verified drafts (a batch's step counts once)."""
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)

@@ -87,6 +87,10 @@ class RequestMeta:
     ttft: float | None
     itl: float | None
     logprobs: LogprobDelta
+    spec_verify_ct: int = 0
+    """Speculative decoding: decode steps the request took, drafted tokens verified and accepted."""
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
 
 
 @dataclass

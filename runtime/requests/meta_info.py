@@ -56,6 +56,7 @@ class MetaInfo:
         if meta is not None:
             out["e2e_latency"] = meta.e2e_latency
             out |= {key: value for key in ("ttft", "itl") if (value := getattr(meta, key)) is not None}
+            out |= speculative_fields(meta)
         if self.want.return_entropy:
             out["output_token_entropy"] = list(self.logs["output_entropy"])
         if self.want.return_logprob:
@@ -66,3 +67,21 @@ class MetaInfo:
             scored = [lp for lp, _ in self.logs["input_token"] if lp is not None]
             out["normalized_prompt_logprob"] = sum(scored) / len(scored) if scored else None
         return out
+
+
+def speculative_fields(meta: RequestMeta) -> dict[str, Any]:
+    """Upstream's speculative decoding fields, once the request took a decode step with
+    speculation on: `spec_accept_length` is output tokens per decode step (the first token,
+    from the prefill, included, as upstream counts it), `spec_accept_rate` the share of drafted
+    tokens accepted. Unlike upstream, `spec_num_proposed_drafts` counts the drafts actually
+    verified (NGRAM drafts nothing where no n-gram matches), not steps times the draft width."""
+    if not meta.spec_verify_ct:
+        return {}
+    drafted, accepted = meta.spec_draft_tokens, meta.spec_accepted_tokens
+    return {
+        "spec_accept_rate": accepted / drafted if drafted else 0.0,
+        "spec_accept_length": meta.completion_tokens / meta.spec_verify_ct,
+        "spec_num_correct_drafts": accepted,
+        "spec_num_proposed_drafts": drafted,
+        "spec_verify_ct": meta.spec_verify_ct,
+    }

@@ -7,7 +7,7 @@ the request's known tokens) and the rows that score prompt tokens for input logp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -25,6 +25,19 @@ class BatchEntry:
     input_logprob_rows: list[int]
     """Positions `p` whose logits score prompt token `p + 1`."""
     samples: bool
+    draft: list[int] = field(default_factory=list)
+    """Speculative decoding: tokens drafted after the request's last one, fed after it in this
+    step (counted in `extend`), each with its own logit row after the sample row."""
+
+    def token_ids(self) -> list[int]:
+        """The tokens this step feeds: the request's own, then the drafts."""
+        own = self.extend - len(self.draft)
+        return [*self.req.fill_ids[self.start : self.start + own], *self.draft]
+
+    def with_draft(self, draft: list[int]) -> None:
+        """Turns a decode entry into a verify entry of `draft` (or back, with [])."""
+        self.extend += len(draft) - len(self.draft)
+        self.draft = draft
 
 
 def input_logprob_positions(req: Req, start: int, end: int) -> list[int]:
@@ -55,7 +68,7 @@ def _lora_slots(entries: list[BatchEntry]) -> torch.Tensor:
 
 RowMap = list[tuple[list[int], int | None]]
 """Per entry of a step: the indices of its input-logprob rows and of its sample row (or None)
-into the logits the runner returns."""
+into the logits the runner returns. A verify entry's draft rows follow its sample row."""
 
 
 def build_step(entries: list[BatchEntry], with_lora: bool = False) -> tuple[StepInputs, RowMap]:
@@ -66,8 +79,7 @@ def build_step(entries: list[BatchEntry], with_lora: bool = False) -> tuple[Step
     row_map: RowMap = []
     token_offset = 0
     for e in entries:
-        fill = e.req.fill_ids
-        ids.extend(fill[e.start : e.start + e.extend])
+        ids.extend(e.token_ids())
         positions.extend(range(e.start, e.start + e.extend))
         lp_rows = []
         for p in e.input_logprob_rows:
@@ -76,7 +88,8 @@ def build_step(entries: list[BatchEntry], with_lora: bool = False) -> tuple[Step
         sample_row = None
         if e.samples:
             sample_row = len(logit_rows)
-            logit_rows.append(token_offset + e.extend - 1)
+            last = token_offset + e.extend - 1
+            logit_rows.extend(range(last - len(e.draft), last + 1))
         row_map.append((lp_rows, sample_row))
         token_offset += e.extend
     attention = AttentionInputs(
@@ -90,5 +103,6 @@ def build_step(entries: list[BatchEntry], with_lora: bool = False) -> tuple[Step
         attention=attention,
         logit_rows=torch.tensor(logit_rows, dtype=torch.long),
         lora_slots=_lora_slots(entries) if with_lora else None,
+        draft_tokens=sum(len(e.draft) for e in entries),
     )
     return step, row_map

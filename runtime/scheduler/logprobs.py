@@ -66,4 +66,7 @@ def request_meta(req: Req) -> RequestMeta:
         ttft=None if first is None else first - req.arrival_time,
         itl=(now - first) / (outputs - 1) if first is not None and outputs > 1 else None,
         logprobs=req.log.take_new(),
+        spec_verify_ct=req.spec_verify_ct,
+        spec_draft_tokens=req.spec_draft_tokens,
+        spec_accepted_tokens=req.spec_accepted_tokens,
     )

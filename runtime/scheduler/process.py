@@ -57,6 +57,9 @@ from sglang.runtime.scheduler import kv_concat
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.speculative.config import STANDALONE, speculative_config
+from sglang.runtime.speculative.draft_model import load_draft
+from sglang.runtime.speculative.speculator import build_speculator
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +99,13 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
         runner = LeaderRunner(runner, tp_group().comm)
     vocab = loaded.config.vocab_size
     grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
-    scheduler = Scheduler(runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar, lora)
+    speculator = None
+    if (spec := speculative_config(args)) is not None and spec.algorithm == STANDALONE:
+        kv_tokens = (allocator.num_pages - 1) * allocator.page_size
+        speculator = build_speculator(spec, load_draft(args, spec, loaded, kv_tokens))
+    scheduler = Scheduler(
+        runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar, lora, speculator
+    )
     info = ReadyInfo(
         model_path=str(loaded.source.origin),
         tokenizer_path=str(loaded.source.tokenizer_path),
@@ -139,6 +148,7 @@ def scheduler_status(scheduler: Scheduler) -> SchedulerStatus:
         static_steps=steps.static_steps,
         eager_steps=steps.eager_steps,
         static_step_fallbacks=steps.static_fallbacks,
+        verify_steps=steps.verify_steps,
     )
 
 

@@ -86,6 +86,8 @@ class Req:
             self.generator = torch.Generator().manual_seed(self.params.seed)
         self.eos_token_ids = frozenset() if self.params.ignore_eos else eos_token_ids
         self.stop_token_ids = frozenset(self.params.stop_token_ids or ()) | self.eos_token_ids
+        # Speculative decoding's counts (runtime/speculative/verify_step.py, TOTALS).
+        self.spec_verify_ct = self.spec_draft_tokens = self.spec_accepted_tokens = 0
         self.logit_bias: torch.Tensor | None = None
         if self.params.logit_bias:
             self.logit_bias = torch.zeros(vocab_size)

@@ -54,15 +54,15 @@ def _apply_penalties(logits: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
     )
 
 
-def _greedy(req: Req) -> bool:
+def is_greedy(req: Req) -> bool:
     return req.params.temperature < 1e-6 or req.params.top_k == 1
 
 
-def _sampling_tensors(reqs: Sequence[Req], vocab: int, device: torch.device) -> SamplingTensors:
+def sampling_tensors(reqs: Sequence[Req], vocab: int, device: torch.device) -> SamplingTensors:
     temps, top_ps, top_ks, min_ps = [], [], [], []
     for r in reqs:
         p = r.params
-        temps.append(0.0 if _greedy(r) else p.temperature)
+        temps.append(0.0 if is_greedy(r) else p.temperature)
         top_ps.append(p.top_p)
         top_ks.append(vocab if p.top_k < 0 else p.top_k)
         min_ps.append(p.min_p)
@@ -75,9 +75,10 @@ def _sampling_tensors(reqs: Sequence[Req], vocab: int, device: torch.device) -> 
     )
 
 
-def sample(reqs: Sequence[Req], logits: torch.Tensor) -> SampleResult:
-    """`logits` `[len(reqs), V]` float32 (modified in place)."""
-    vocab = logits.shape[-1]
+def process_logits(reqs: Sequence[Req], logits: torch.Tensor) -> torch.Tensor:
+    """`logits` `[len(reqs), V]` float32 after bias, penalties, `min_new_tokens` suppression and
+    grammar, in that order (modified in place where possible): what every draw and every
+    returned log-probability is taken from."""
     for row, req in enumerate(reqs):
         if req.logit_bias is not None:
             logits[row] += req.logit_bias.to(logits.device)
@@ -89,12 +90,22 @@ def sample(reqs: Sequence[Req], logits: torch.Tensor) -> SampleResult:
     if constrained:
         bitmask = torch.stack([reqs[row].grammar.next_token_bitmask() for row in constrained])
         logits[constrained] = ops.apply_token_bitmask(logits[constrained], bitmask.to(logits.device))
-    wanted = any(r.logprobs.return_logprob or r.logprobs.return_entropy for r in reqs)
-    logprobs = ops.log_softmax(logits) if wanted else None
-    if all(_greedy(r) for r in reqs):
+    return logits
+
+
+def wants_logprobs(reqs: Sequence[Req]) -> bool:
+    return any(r.logprobs.return_logprob or r.logprobs.return_entropy for r in reqs)
+
+
+def sample(reqs: Sequence[Req], logits: torch.Tensor) -> SampleResult:
+    """`logits` `[len(reqs), V]` float32 (modified in place)."""
+    vocab = logits.shape[-1]
+    logits = process_logits(reqs, logits)
+    logprobs = ops.log_softmax(logits) if wants_logprobs(reqs) else None
+    if all(is_greedy(r) for r in reqs):
         # What `ops.sample` does for an all-greedy batch, without building its parameter tensors
         # (a few of the small ops that add up in a batch-1 decode step).
         token_ids = logits.argmax(dim=-1).tolist()
     else:
-        token_ids = ops.sample(logits, _sampling_tensors(reqs, vocab, logits.device)).tolist()
+        token_ids = ops.sample(logits, sampling_tensors(reqs, vocab, logits.device)).tolist()
     return SampleResult(token_ids=token_ids, logprobs=logprobs)

@@ -32,6 +32,10 @@ from sglang.runtime.scheduler.policy import admission_order, waits_for_shared_pr
 from sglang.runtime.scheduler.req import INTERNAL_ERROR_STATUS, Req
 from sglang.runtime.scheduler.sampler import SampleResult, sample
 from sglang.runtime.server_args import ServerArgs
+from sglang.runtime.speculative import verify_step
+from sglang.runtime.speculative.acceptance import Verified
+from sglang.runtime.speculative.config import speculative_config
+from sglang.runtime.speculative.speculator import Speculator, build_speculator
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +59,10 @@ class Scheduler:
         context_length: int,
         grammar: GrammarBackend | None,
         lora: LoraManager | None = None,
+        speculator: Speculator | None = None,
     ) -> None:
+        """`speculator`: speculative decoding's mode; default: the one `args` ask for (NGRAM
+        needs nothing else; a draft model is built by the caller)."""
         self.runner = runner
         self.allocator = allocator
         self.cache = RadixCache(page_size=allocator.page_size, disable=args.disable_radix_cache)
@@ -71,6 +78,8 @@ class Scheduler:
         self.running: list[Req] = []
         self.finished_updates: list[TokenUpdate] = []
         self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "cached_tokens": 0, "retractions": 0}
+        self.stats |= dict.fromkeys(verify_step.TOTALS, 0)
+        self.speculator = speculator or build_speculator(speculative_config(args))
 
     # -- requests in and out -------------------------------------------------------------------
     def add_request(self, request: GenerateRequest) -> None:
@@ -131,10 +140,11 @@ class Scheduler:
                 step, row_map = build_step(entries, with_lora=self.lora is not None)
                 logits = self.runner.forward(step)
                 sampled = self._sample(entries, row_map, logits)
+                verified = verify_step.verify_entries(entries, row_map, logits)
             except Exception as exc:  # the step's requests fail; the scheduler goes on
                 self._fail_step(entries, exc)
             else:
-                self._process(entries, row_map, logits, sampled)
+                self._process(entries, row_map, logits, sampled, verified)
         updates, self.finished_updates = self.finished_updates, []
         return updates
 
@@ -233,7 +243,11 @@ class Scheduler:
                     prefill.append(make_entry(req, min(remaining, budget)))
                     budget -= prefill[-1].extend
             entries = decode + prefill if self.mixed or not prefill else prefill
+            entries = verify_step.attach_drafts(self.speculator, entries, self.mixed)
             if self._allocate(entries):
+                return entries
+            # Drafts are optional: the step goes without them before a request is retracted.
+            if verify_step.drop_drafts(entries) and self._allocate(entries):
                 return entries
             self._retract_one()
         return []
@@ -273,20 +287,29 @@ class Scheduler:
     # -- results -----------------------------------------------------------------------------
     @staticmethod
     def _sample(entries: list[BatchEntry], row_map: RowMap, logits: torch.Tensor) -> SampleResult | None:
-        """The step's sampled tokens; changes no request's state, so a failure here fails the step."""
-        rows = [(e.req, row) for e, (_, row) in zip(entries, row_map) if row is not None]
+        """The step's sampled tokens (verify entries aside); changes no request's state, so a
+        failure here fails the step."""
+        rows = [(e.req, row) for e, (_, row) in zip(entries, row_map) if row is not None and not e.draft]
         if not rows:
             return None
         return sample([req for req, _ in rows], logits[[row for _, row in rows]])
 
     def _process(
-        self, entries: list[BatchEntry], row_map: RowMap, logits: torch.Tensor, sampled: SampleResult | None
+        self,
+        entries: list[BatchEntry],
+        row_map: RowMap,
+        logits: torch.Tensor,
+        sampled: SampleResult | None,
+        verified: dict[int, Verified],
     ) -> None:
         tokens = iter(range(len(sampled.token_ids))) if sampled is not None else iter(())
-        for e, (lp_rows, row) in zip(entries, row_map):
-            index = next(tokens) if row is not None else None
+        for i, (e, (lp_rows, row)) in enumerate(zip(entries, row_map)):
+            index = next(tokens) if row is not None and not e.draft else None
             try:
-                self._advance(e, lp_rows, logits, sampled, index)
+                if i in verified:
+                    self._advance_verified(e, verified[i])
+                else:
+                    self._advance(e, lp_rows, logits, sampled, index)
             except Exception as exc:  # one request's own state (its grammar, say) failed: only it ends
                 logger.exception("request %s failed after its step", e.req.rid)
                 e.req.abort(f"internal error: {type(exc).__name__}: {exc}", status_code=INTERNAL_ERROR_STATUS)
@@ -302,23 +325,53 @@ class Scheduler:
             logprobs.record_input(req, e.input_logprob_rows, logits[lp_rows].log_softmax(-1))
         self.stats["prompt_tokens"] += e.extend if not req.output_ids else 0
         if sampled is not None and index is not None:
-            token = sampled.token_ids[index]
-            req.output_ids.append(token)
-            if req.first_token_time is None:
-                req.first_token_time = time.monotonic()
-            self.stats["generation_tokens"] += 1
-            if sampled.logprobs is not None:
-                logprobs.record_output(req, token, sampled.logprobs[index])
-            if req.grammar is not None:
-                req.grammar.accept(token)
-            req.check_finished(self.tail_text)
+            logprob_row = None if sampled.logprobs is None else sampled.logprobs[index]
+            self._append(req, sampled.token_ids[index], logprob_row)
+            if self.speculator is not None and e.extend == 1 and len(req.output_ids) > 1:
+                verify_step.count(self.stats, req, drafted=0, accepted=0)  # a decode step without drafts
         if not e.samples and req.kv_len == len(req.fill_ids) and req.max_new_tokens == 0:
             req.finish_reason = FinishReason.of_length(0)
+        self._end_step(e)
+
+    def _append(self, req: Req, token: int, logprob_row: torch.Tensor | None) -> None:
+        """Appends one output token and checks whether the request finished with it."""
+        req.output_ids.append(token)
+        if req.first_token_time is None:
+            req.first_token_time = time.monotonic()
+        self.stats["generation_tokens"] += 1
+        if logprob_row is not None:
+            logprobs.record_output(req, token, logprob_row)
+        if req.grammar is not None:
+            req.grammar.accept(token)
+        req.check_finished(self.tail_text)
+
+    def _advance_verified(self, e: BatchEntry, verified: Verified) -> None:
+        """Applies a verify entry: its tokens up to a finish, then the KV of what was kept.
+
+        The step computed the KV of the last token and of every draft; the tokens kept are the
+        last one and the accepted drafts that were appended, so the slots after them (rejected
+        drafts, and drafts past a finish) are freed: `kv_len == len(fill_ids) - 1` again."""
+        req = e.req
+        appended = 0
+        for appended, token in enumerate(verified.tokens, start=1):
+            self._append(req, token, None if verified.logprobs is None else verified.logprobs[appended - 1])
+            if req.finished:
+                break
+        keep = e.start + appended
+        self.free_slots(req.slots[keep:])
+        req.slots = req.slots[:keep]
+        verify_step.count(self.stats, req, drafted=len(e.draft), accepted=min(appended, verified.accepted))
+        self._end_step(e)
+
+    def _end_step(self, e: BatchEntry) -> None:
+        """After a request's tokens of the step: finish it, or share its finished prefill, or
+        stream its update."""
+        req = e.req
         if req.finished:
             self.running.remove(req)
             self._finish(req)
             return
-        if e.samples and (e.extend > 1 or len(req.output_ids) == 1):
+        if e.samples and not e.draft and (e.extend > 1 or len(req.output_ids) == 1):
             # Prefill is complete (its last chunk may be a single token): share its pages
             # with requests arriving meanwhile.
             computed = req.cache_ids(req.kv_len)
@@ -331,6 +384,8 @@ class Scheduler:
         if self.lora is not None and req.lora_name is not None:
             self.lora.unuse(req.lora_name)
             req.lora_name = None
+        if self.speculator is not None:
+            self.speculator.release(req)
         if req.grammar is not None:
             self.grammar.release(req)
         self.finished_updates.append(self._update(req))

@@ -63,7 +63,22 @@ class ServerMetrics:
             "static_step_fallbacks": "Decode steps too large for the captured buckets' static buffers (rows "
             "sharing long prefixes), run eagerly instead.",
         }
+        step_docs |= {
+            "verify_steps": "Model steps that verified drafted tokens (speculative decoding).",
+            "spec_draft_tokens": "Drafted tokens verified (speculative decoding).",
+            "spec_accepted_tokens": "Drafted tokens accepted (speculative decoding).",
+        }
         self.step_counts = {key: Counter(f"sglang_{key}", doc, registry=r) for key, doc in step_docs.items()}
+        self.spec_verify_calls = Counter(
+            "sglang:spec_verify_calls", "Decode steps of requests with speculative decoding on.", names, registry=r
+        ).labels(**self.labels)
+        self.spec_accept_length = Gauge(
+            "sglang:spec_accept_length", "Mean tokens a decode step adds (accepted drafts + 1).", names, registry=r
+        ).labels(**self.labels)
+        self.spec_accept_rate = Gauge(
+            "sglang:spec_accept_rate", "Share of drafted tokens accepted.", names, registry=r
+        ).labels(**self.labels)
+        self._spec_verify_seen = 0
         self._step_counts_seen = dict.fromkeys(self.step_counts, 0)
 
     def observe_finished(self, meta: dict[str, Any]) -> None:
@@ -103,4 +118,15 @@ class ServerMetrics:
             count = getattr(status, key)
             counter.inc(max(count - self._step_counts_seen[key], 0))
             self._step_counts_seen[key] = count
+        self._render_speculative(status)
         return generate_latest(self.registry)
+
+    def _render_speculative(self, status: SchedulerStatus) -> None:
+        """Upstream's speculative metrics, over the server's lifetime (upstream's gauges are per
+        logging interval; a lifetime mean is what a scrape at any time can state exactly)."""
+        self.spec_verify_calls.inc(max(status.spec_verify_ct - self._spec_verify_seen, 0))
+        self._spec_verify_seen = status.spec_verify_ct
+        if status.spec_verify_ct:
+            self.spec_accept_length.set(1 + status.spec_accepted_tokens / status.spec_verify_ct)
+        if status.spec_draft_tokens:
+            self.spec_accept_rate.set(status.spec_accepted_tokens / status.spec_draft_tokens)

@@ -1,9 +1,9 @@
 """The backends the schedule fuzzer holds to the oracle, and how each one's Engine is started.
 
 Every backend this machine can run: the cpu platform's own kernels (its first declared family, a
-C++ one, read from the platform rather than named here) with decode capture on and off, the
-torch_native family alone, every op forced to its reference, the triton family in Triton's
-interpreter on cpu tensors, and the tpu platform on XLA:CPU. Families are replaced through
+C++ one, read from the platform rather than named here) with decode capture on and off and with
+NGRAM speculative decoding, the torch_native family alone, every op forced to its reference, the
+triton family in Triton's interpreter on cpu tensors, and the tpu platform on XLA:CPU. Families are replaced through
 `SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment variables are set before the
 engine spawns its processes, which inherit them (`TRITON_INTERPRET` must be set before triton is
 imported, `JAX_PLATFORMS` before jax is).
@@ -76,6 +76,7 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
     cpp = platform_class("cpu").kernel_families[0]
     capture = {"cuda_graph_max_bs": CAPTURE_MAX_BATCH}
     eager = {"disable_cuda_graph": True}
+    ngram = {"speculative_algorithm": "NGRAM"}
     native = {KERNEL_FAMILIES_ENV: "torch_native"}
     interpreted = {KERNEL_FAMILIES_ENV: "triton", "TRITON_INTERPRET": "1"}
     return (
@@ -83,6 +84,8 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
         FuzzTarget(f"cpu-{cpp}-eager", "cpu", eager, FULL, 3, 40, cpp),
         # Three adapters and the base model over two device slots: requests wait for slots.
         FuzzTarget(f"cpu-{cpp}-lora", "cpu", {**capture, "max_loras_per_batch": 2}, FULL, 2, 30, cpp, lora=True),
+        # Speculative decoding: verify steps (extends) among captured decode steps.
+        FuzzTarget(f"cpu-{cpp}-ngram", "cpu", {**capture, **ngram}, FULL, 2, 40, cpp),
         FuzzTarget("cpu-torch_native", "cpu", eager, FULL, 3, 30, "torch_native", native),
         FuzzTarget("cpu-reference", "cpu", {**capture, "reference_ops": True}, FULL, 2, 30, None),
         # Capture would trace interpreted kernels; this target checks the kernels, not capture.

@@ -1,0 +1,102 @@
+"""Speculative decoding as a scheduler mode: drafts attached to decode entries, verified by the
+target in the same step, and the counts upstream reports.
+
+A decode entry with drafts becomes a verify entry: it feeds the request's last token and the
+drafts as one extend over the request's KV (through the same `StepInputs`, step runner and
+attention extend path as a prefill chunk), and asks for a logit row at each of them. The scheduler
+then appends `acceptance.verify`'s tokens one by one (stopping at a finish) and frees the slots of
+the drafts that were not kept.
+
+Requests whose logit processing depends on the tokens before a row are decoded without drafts:
+frequency/presence/repetition penalties, `min_new_tokens` not yet reached (end tokens are
+suppressed until it is), and grammar constraints (a drafted run would need the matcher rolled
+back past rejected tokens).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from sglang.runtime.scheduler.req import Req
+from sglang.runtime.speculative.config import NGRAM, SpeculativeConfig
+from sglang.runtime.speculative.ngram import NgramCorpus, NgramIndex, NgramLimits
+
+logger = logging.getLogger(__name__)
+
+
+class Drafter(Protocol):
+    """Proposes tokens to verify. Invariant: drafting changes no request's state."""
+
+    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+        """Per request, at most its `max_tokens` drafts (possibly none)."""
+
+    def release(self, req: Req) -> None:
+        """`req` finished (or was aborted): drop what the drafter keeps for it."""
+
+
+class NgramDrafter:
+    """Drafts from the request's own prompt and output, else from recent finished requests."""
+
+    def __init__(self, config: SpeculativeConfig) -> None:
+        self.limits = NgramLimits(config.min_match_window, config.max_match_window, config.max_trie_depth)
+        self.indexes: dict[str, NgramIndex] = {}
+        self.corpus = NgramCorpus(config.capacity)
+
+    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+        return [self._draft(req, count) for req, count in zip(reqs, max_tokens)]
+
+    def _draft(self, req: Req, max_tokens: int) -> list[int]:
+        index = self.indexes.setdefault(req.rid, NgramIndex())
+        fill = req.fill_ids
+        index.extend(fill[len(index) :])
+        own = index.draft(fill, max_tokens, self.limits, exclude_tail=True)
+        return own or self.corpus.index.draft(fill, max_tokens, self.limits, exclude_tail=False)
+
+    def release(self, req: Req) -> None:
+        index = self.indexes.pop(req.rid, None)
+        if index is not None and req.output_ids:
+            self.corpus.add(req.fill_ids)
+
+
+def drafts_allowed(req: Req) -> bool:
+    """Whether `req` may be drafted for (see the module docstring for why not)."""
+    p = req.params
+    penalized = p.frequency_penalty or p.presence_penalty or p.repetition_penalty != 1.0
+    return req.grammar is None and not penalized and len(req.output_ids) >= p.min_new_tokens
+
+
+class Speculator:
+    """The scheduler's speculative mode: one drafter and the running totals."""
+
+    def __init__(self, config: SpeculativeConfig, drafter: Drafter) -> None:
+        self.config = config
+        self.drafter = drafter
+        logger.info("speculative decoding: %s", config.describe())
+
+    def draft(self, reqs: list[Req]) -> list[list[int]]:
+        """The drafts for each request's next step: never more than its remaining output allows
+        (a verify step appends the accepted drafts plus one token)."""
+        budgets = [min(self.config.max_drafts, r.max_new_tokens - len(r.output_ids) - 1) for r in reqs]
+        wanted = [i for i, (r, b) in enumerate(zip(reqs, budgets)) if b >= 1 and drafts_allowed(r)]
+        drafts: list[list[int]] = [[] for _ in reqs]
+        if wanted:
+            proposed = self.drafter.draft([reqs[i] for i in wanted], [budgets[i] for i in wanted])
+            for i, draft in zip(wanted, proposed):
+                drafts[i] = draft[: budgets[i]]
+        return drafts
+
+    def release(self, req: Req) -> None:
+        self.drafter.release(req)
+
+
+def build_speculator(config: SpeculativeConfig | None, draft_model: Drafter | None = None) -> Speculator | None:
+    """The mode `config` asks for (None without speculation). STANDALONE takes its drafter, the
+    draft model the scheduler's process loaded (`draft_model.load_draft`)."""
+    if config is None:
+        return None
+    if config.algorithm == NGRAM:
+        return Speculator(config, NgramDrafter(config))
+    if draft_model is None:
+        raise ValueError(f"--speculative-algorithm {config.algorithm} needs its draft model loaded")
+    return Speculator(config, draft_model)
