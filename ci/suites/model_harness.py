@@ -19,6 +19,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForCausalLM,
+    Gemma2Config,
+    Gemma3TextConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
@@ -78,6 +80,17 @@ class ModelSpec:
 
 
 MOE = {"num_experts_per_tok": 2, "moe_intermediate_size": 32}
+
+GEMMA = {
+    "head_dim": 32,
+    "query_pre_attn_scalar": 24,
+    "sliding_window": 4,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    "num_hidden_layers": 3,
+    "tie_word_embeddings": True,
+    "hidden_activation": "gelu_pytorch_tanh",
+}
+"""Windows shorter than the prompts, a query scale other than head_dim's, tied embeddings."""
 
 MODEL_SPECS: tuple[ModelSpec, ...] = (
     ModelSpec("llama", LlamaConfig, "LlamaForCausalLM", note="untied embeddings"),
@@ -140,6 +153,26 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         "Qwen3MoeForCausalLM",
         {**MOE, "num_experts": 4, "norm_topk_prob": True, "mlp_only_layers": [1]},
         note="layer 1 is a dense MLP (mlp_only_layers)",
+    ),
+    ModelSpec(
+        "gemma2-softcap",
+        Gemma2Config,
+        "Gemma2ForCausalLM",
+        {**GEMMA, "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0},
+        note="sliding/global layers, attention and final soft-caps small enough to bind",
+    ),
+    ModelSpec(
+        "gemma3-local-rope",
+        Gemma3TextConfig,
+        "Gemma3ForCausalLM",
+        {
+            **GEMMA,
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                "full_attention": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0},
+            },
+        },
+        note="q/k norm, sliding layers on their own rotary base, linear scaling on global layers",
     ),
 )
 

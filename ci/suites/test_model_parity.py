@@ -109,32 +109,56 @@ def test_reference_logits_are_informative(checkpoints: CheckpointStore) -> None:
         assert (reference[1:] - reference[:-1]).abs().max() > 0.5, spec
 
 
-VARIANT_BASELINES: dict[str, tuple[dict, bool]] = {
-    # spec: (config overrides that remove the variant, whether the logits must change)
-    "llama-rope-llama3": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
-    "llama-rope-linear": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
+VARIANT_BASELINES: dict[str, tuple[str, dict, bool]] = {
+    # case: (spec, config overrides that remove the variant, whether the logits must change)
+    "llama-rope-llama3": (
+        "llama-rope-llama3",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        True,
+    ),
+    "llama-rope-linear": (
+        "llama-rope-linear",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        True,
+    ),
     # Within max_position_embeddings transformers' dynamic NTK is the plain rotary: documented here.
-    "llama-rope-dynamic": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, False),
-    "mistral-window4": ({"sliding_window": None}, True),
-    "qwen2-window-layer1": ({"use_sliding_window": False}, True),
-    "qwen2-moe-shared": ({"norm_topk_prob": True}, True),
-    "qwen3-moe": ({"norm_topk_prob": False}, True),
+    "llama-rope-dynamic": (
+        "llama-rope-dynamic",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        False,
+    ),
+    "mistral-window4": ("mistral-window4", {"sliding_window": None}, True),
+    "qwen2-window-layer1": ("qwen2-window-layer1", {"use_sliding_window": False}, True),
+    "qwen2-moe-shared": ("qwen2-moe-shared", {"norm_topk_prob": True}, True),
+    "qwen3-moe": ("qwen3-moe", {"norm_topk_prob": False}, True),
+    "gemma2-softcap": ("gemma2-softcap", {"attn_logit_softcapping": None, "final_logit_softcapping": None}, True),
+    "gemma2-window": ("gemma2-softcap", {"layer_types": ["full_attention"] * 3}, True),
+    "gemma3-local-rope": (
+        "gemma3-local-rope",
+        {
+            "rope_parameters": {
+                t: {"rope_type": "default", "rope_theta": 10000.0} for t in ("sliding_attention", "full_attention")
+            }
+        },
+        True,
+    ),
+    "gemma3-window": ("gemma3-local-rope", {"layer_types": ["full_attention"] * 3}, True),
 }
 
 
-@pytest.mark.parametrize("spec", sorted(VARIANT_BASELINES))
-def test_variant_is_exercised(spec: str, checkpoints: CheckpointStore) -> None:
-    """The prompts are long enough for each variant (window, rope scaling, top-k normalization)
-    to change transformers' logits, so parity above really covers it."""
+@pytest.mark.parametrize("case", sorted(VARIANT_BASELINES))
+def test_variant_is_exercised(case: str, checkpoints: CheckpointStore) -> None:
+    """The prompts are long enough for each variant (window, rope scaling, top-k normalization,
+    soft-capping) to change transformers' logits, so parity above really covers it."""
+    spec, overrides, must_change = VARIANT_BASELINES[case]
     checkpoint = checkpoints.get(spec)
-    overrides, must_change = VARIANT_BASELINES[spec]
     baseline = AutoModelForCausalLM.from_config(checkpoint.spec.hf_config(**overrides), attn_implementation="eager")
     baseline.load_state_dict(checkpoint.hf_model.state_dict())
     difference = max_abs_error(hf_logits(baseline.eval(), checkpoint.prompts), checkpoint.reference)
     if must_change:
-        assert difference > 0.05, f"{spec}: the variant changes logits by only {difference:.3g}"
+        assert difference > 0.05, f"{case}: the variant changes logits by only {difference:.3g}"
     else:
-        assert difference < 1e-5, f"{spec}: expected no change within the original context, got {difference:.3g}"
+        assert difference < 1e-5, f"{case}: expected no change within the original context, got {difference:.3g}"
 
 
 def test_runner_slots_are_non_contiguous(checkpoints: CheckpointStore) -> None:

@@ -50,6 +50,14 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()
     layer_types: tuple[str, ...] = ()
     """Per-layer `full_attention` / `sliding_attention` where the config lists them."""
+    local_rope_theta: float | None = None
+    """Rotary base of the sliding-window layers where it differs from the global one (Gemma 3);
+    those layers use it unscaled."""
+    query_pre_attn_scalar: float | None = None
+    """Attention scores are scaled by `query_pre_attn_scalar ** -0.5` when set (Gemma), else by
+    `head_dim ** -0.5`."""
+    attn_logit_softcap: float | None = None
+    final_logit_softcap: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def sliding_window_for(self, layer_id: int) -> int | None:
@@ -59,9 +67,13 @@ class ModelConfig:
             return None
         return self.sliding_window
 
+    @property
+    def attention_scale(self) -> float:
+        return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
-        rope = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+        rope, local_rope = _rope_sections(raw)
         rope_theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
         num_heads = raw["num_attention_heads"]
         eos = raw.get("eos_token_id")
@@ -79,14 +91,36 @@ class ModelConfig:
             rope_scaling=RopeScaling.from_config(rope),
             max_position=raw.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            hidden_act=raw.get("hidden_act", "silu"),
+            hidden_act=raw.get("hidden_activation") or raw.get("hidden_act") or "silu",
             attention_bias=bool(raw.get("attention_bias", raw.get("qkv_bias", False))),
             sliding_window=_sliding_window(raw),
             moe=_moe_config(raw),
             eos_token_ids=tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,)),
             layer_types=_layer_types(raw),
+            local_rope_theta=_local_rope_theta(raw, local_rope),
+            query_pre_attn_scalar=raw.get("query_pre_attn_scalar"),
+            attn_logit_softcap=raw.get("attn_logit_softcapping"),
+            final_logit_softcap=raw.get("final_logit_softcapping"),
             raw=raw,
         )
+
+
+def _rope_sections(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the global layers' rope parameters, the sliding layers' where the config keys them by
+    layer type, as transformers v5 writes Gemma 3's `rope_parameters`)."""
+    rope = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+    if "full_attention" in rope:
+        return dict(rope["full_attention"]), dict(rope.get("sliding_attention") or {})
+    return rope, None
+
+
+def _local_rope_theta(raw: dict[str, Any], local_rope: dict[str, Any] | None) -> float | None:
+    if local_rope is not None:
+        if local_rope.get("rope_type", "default") != "default":
+            raise ValueError(f"rope scaling {local_rope['rope_type']!r} on sliding-window layers is not supported")
+        return float(local_rope.get("rope_theta", 10000.0))
+    local = raw.get("rope_local_base_freq")  # transformers v4's Gemma 3 layout
+    return float(local) if local is not None else None
 
 
 def _sliding_window(raw: dict[str, Any]) -> int | None:
@@ -97,7 +131,16 @@ def _sliding_window(raw: dict[str, Any]) -> int | None:
 
 
 def _layer_types(raw: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(raw.get("layer_types") or ())
+    """The config's `layer_types`, or the ones its window pattern implies: configs written before
+    transformers listed them say every `pattern`-th layer is global (Gemma 2 implies 2)."""
+    if raw.get("layer_types"):
+        return tuple(raw["layer_types"])
+    pattern = raw.get("sliding_window_pattern") or (2 if raw.get("model_type") == "gemma2" else None)
+    if not pattern:
+        return ()
+    return tuple(
+        "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(raw["num_hidden_layers"])
+    )
 
 
 def _moe_config(raw: dict[str, Any]) -> MoEConfig | None:

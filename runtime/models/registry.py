@@ -11,6 +11,8 @@ ARCHITECTURES: dict[str, str] = {
     "MistralForCausalLM": "sglang.runtime.models.llama:MistralForCausalLM",
     "Qwen2ForCausalLM": "sglang.runtime.models.qwen:Qwen2ForCausalLM",
     "Qwen3ForCausalLM": "sglang.runtime.models.qwen:Qwen3ForCausalLM",
+    "Gemma2ForCausalLM": "sglang.runtime.models.gemma:Gemma2ForCausalLM",
+    "Gemma3ForCausalLM": "sglang.runtime.models.gemma:Gemma3ForCausalLM",
     "MixtralForCausalLM": "sglang.runtime.models.mixture:MixtralForCausalLM",
     "Qwen2MoeForCausalLM": "sglang.runtime.models.mixture:Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM": "sglang.runtime.models.mixture:Qwen3MoeForCausalLM",
