@@ -24,6 +24,7 @@ from transformers import (
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
+    Phi3Config,
     PreTrainedConfig,
     Qwen2Config,
     Qwen2MoeConfig,
@@ -173,6 +174,27 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
             },
         },
         note="q/k norm, sliding layers on their own rotary base, linear scaling on global layers",
+    ),
+    ModelSpec(
+        "phi3-longrope",
+        Phi3Config,
+        "Phi3ForCausalLM",
+        {
+            "original_max_position_embeddings": 32,
+            **{"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},  # defaults lie past the tiny vocabulary
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+                "short_factor": [1.0, 1.5, 2.5, 4.0],
+                "long_factor": [2.0, 3.0, 4.0, 8.0],
+            },
+        },
+        note=(
+            "fused qkv and gate_up tensors, half the head rotated, longrope's short factors and "
+            "attention factor (prompts stay within the original context: transformers switches "
+            "to the long factors for a whole forward, we per position)"
+        ),
     ),
 )
 

@@ -36,8 +36,8 @@ from sglang.ops.attention import ReferenceAttention
 from sglang.ops.binding import resolve, snapshot
 
 TARGETS = target_params()
-INTERPRETED_SPECS = ("llama", "qwen3-moe")
-"""Under Triton's interpreter (slow): one dense and one MoE architecture."""
+INTERPRETED_SPECS = ("llama", "qwen3-moe", "gemma2-softcap")
+"""Under Triton's interpreter (slow): one dense, one MoE, and windowed soft-capped layers."""
 SPEC_NAMES = list(INTERPRETED_SPECS) if triton_interpreted() else [spec.name for spec in MODEL_SPECS]
 BF16_SPECS = ("llama", "qwen3-qknorm")
 
@@ -143,6 +143,11 @@ VARIANT_BASELINES: dict[str, tuple[str, dict, bool]] = {
         True,
     ),
     "gemma3-window": ("gemma3-local-rope", {"layer_types": ["full_attention"] * 3}, True),
+    "phi3-longrope": (
+        "phi3-longrope",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},
+        True,
+    ),
 }
 
 

@@ -50,6 +50,8 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()
     layer_types: tuple[str, ...] = ()
     """Per-layer `full_attention` / `sliding_attention` where the config lists them."""
+    partial_rotary_factor: float = 1.0
+    """Rotary covers the first `rotary_dim` dimensions of each head, the rest pass through (Phi-3)."""
     local_rope_theta: float | None = None
     """Rotary base of the sliding-window layers where it differs from the global one (Gemma 3);
     those layers use it unscaled."""
@@ -66,6 +68,10 @@ class ModelConfig:
         if self.layer_types and self.layer_types[layer_id] != "sliding_attention":
             return None
         return self.sliding_window
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
 
     @property
     def attention_scale(self) -> float:
@@ -88,7 +94,7 @@ class ModelConfig:
             vocab_size=raw["vocab_size"],
             rms_norm_eps=raw.get("rms_norm_eps", 1e-6),
             rope_theta=float(rope_theta),
-            rope_scaling=RopeScaling.from_config(rope),
+            rope_scaling=RopeScaling.from_config(rope, raw.get("max_position_embeddings")),
             max_position=raw.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
             hidden_act=raw.get("hidden_activation") or raw.get("hidden_act") or "silu",
@@ -97,6 +103,7 @@ class ModelConfig:
             moe=_moe_config(raw),
             eos_token_ids=tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,)),
             layer_types=_layer_types(raw),
+            partial_rotary_factor=float(rope.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))),
             local_rope_theta=_local_rope_theta(raw, local_rope),
             query_pre_attn_scalar=raw.get("query_pre_attn_scalar"),
             attn_logit_softcap=raw.get("attn_logit_softcapping"),
@@ -111,6 +118,8 @@ def _rope_sections(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] 
     rope = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
     if "full_attention" in rope:
         return dict(rope["full_attention"]), dict(rope.get("sliding_attention") or {})
+    if raw.get("original_max_position_embeddings") is not None:  # Phi-3 keeps it beside the scaling
+        rope.setdefault("original_max_position_embeddings", raw["original_max_position_embeddings"])
     return rope, None
 
 

@@ -122,11 +122,11 @@ class DecoderForCausalLM(Module):
         self.model = DecoderModel(config, self.traits, dtype)
         tied = self.model.embed_tokens if config.tie_word_embeddings else None
         self.lm_head = ParallelLMHead(config.hidden_size, config.vocab_size, dtype, tied=tied)
-        table = RotaryTable.build(config.head_dim, config.max_position, config.rope_theta, config.rope_scaling)
+        table = RotaryTable.build(config.rotary_dim, config.max_position, config.rope_theta, config.rope_scaling)
         self.register_buffer("cos_sin", table.cos_sin, persistent=False)
         local = None
         if config.local_rope_theta is not None:
-            local = RotaryTable.build(config.head_dim, config.max_position, config.local_rope_theta).cos_sin
+            local = RotaryTable.build(config.rotary_dim, config.max_position, config.local_rope_theta).cos_sin
         self.register_buffer("local_cos_sin", local, persistent=False)
         self.reads = checkpoint_reads(self)
 
