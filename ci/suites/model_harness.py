@@ -21,6 +21,7 @@ from transformers import (
     AutoModelForCausalLM,
     Gemma2Config,
     Gemma3TextConfig,
+    Glm4MoeConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
@@ -196,6 +197,26 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
             "to the long factors for a whole forward, we per position)"
         ),
     ),
+    ModelSpec(
+        "glm4-moe-grouped",
+        Glm4MoeConfig,
+        "Glm4MoeForCausalLM",
+        {
+            **MOE,
+            "num_hidden_layers": 3,
+            "n_routed_experts": 8,
+            "n_group": 4,
+            "topk_group": 2,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": 1,
+            "routed_scaling_factor": 2.5,
+            "attention_bias": True,
+            "use_qk_norm": True,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+            **{"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+        },
+        note="grouped sigmoid routing with a selection bias, a shared expert, layer 0 dense, half rotary",
+    ),
 )
 
 SPECS_BY_NAME: dict[str, ModelSpec] = {spec.name: spec for spec in MODEL_SPECS}
@@ -207,9 +228,13 @@ def randomize_(model: torch.nn.Module, generator: torch.Generator) -> None:
     transformers initializes norms to one, biases to zero and matrices with std 0.02, under
     which attention is nearly uniform and a dropped bias, norm weight or mask barely moves the
     logits. Here matrices get std `1/sqrt(fan_in)` (attention is peaked, logits of order one),
-    norm weights `1 + 0.2 N(0, 1)` and biases `0.2 N(0, 1)`.
+    norm weights `1 + 0.2 N(0, 1)` and biases `0.2 N(0, 1)`, as are MoE routers' selection
+    biases (`e_score_correction_bias`, a buffer in transformers).
     """
     with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            if name.endswith("correction_bias"):
+                buffer.copy_(0.2 * torch.randn(buffer.shape, generator=generator))
         for name, param in model.named_parameters():
             noise = torch.randn(param.shape, generator=generator)
             if "norm" in name:

@@ -143,6 +143,8 @@ VARIANT_BASELINES: dict[str, tuple[str, dict, bool]] = {
         True,
     ),
     "gemma3-window": ("gemma3-local-rope", {"layer_types": ["full_attention"] * 3}, True),
+    "glm4-moe-groups": ("glm4-moe-grouped", {"n_group": 1, "topk_group": 1}, True),
+    "glm4-moe-scaling": ("glm4-moe-grouped", {"routed_scaling_factor": 1.0}, True),
     "phi3-longrope": (
         "phi3-longrope",
         {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},

@@ -19,10 +19,19 @@ class MoEConfig:
     intermediate_size: int
     renormalize: bool
     shared_expert_intermediate_size: int = 0
-    """Width of an always-on shared expert (Qwen2-MoE); 0 means none."""
+    """Width of an always-on shared expert (Qwen2-MoE; DeepSeek's `n_shared_experts` together);
+    0 means none."""
+    shared_expert_gated: bool = True
+    """Qwen2-MoE scales the shared expert by `sigmoid(shared_expert_gate(x))`; DeepSeek does not."""
     sparse_step: int = 1
     dense_layers: tuple[int, ...] = ()
-    """Layers that use a dense MLP instead of experts (`mlp_only_layers`)."""
+    """Layers that use a dense MLP instead of experts (`mlp_only_layers`, `first_k_dense_replace`)."""
+    grouped: bool = False
+    """DeepSeek-V3-style routing (`ops.moe_route_grouped`): sigmoid scores, `num_groups` expert
+    groups of which `topk_groups` are searched, a selection bias, `routed_scaling`."""
+    num_groups: int = 1
+    topk_groups: int = 1
+    routed_scaling: float = 1.0
 
     def is_moe_layer(self, layer_id: int) -> bool:
         return layer_id not in self.dense_layers and (layer_id + 1) % self.sparse_step == 0
@@ -153,13 +162,32 @@ def _layer_types(raw: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _moe_config(raw: dict[str, Any]) -> MoEConfig | None:
-    num_experts = raw.get("num_local_experts") or raw.get("num_experts")
+    num_experts = raw.get("num_local_experts") or raw.get("num_experts") or raw.get("n_routed_experts")
     if not num_experts:
         return None
+    intermediate = raw.get("moe_intermediate_size") or raw["intermediate_size"]
+    if "n_routed_experts" in raw:  # DeepSeek V3 and GLM-4-MoE
+        topk_method = raw.get("topk_method", "noaux_tc")
+        routing = f"{raw.get('scoring_func', 'sigmoid')}/{topk_method}"
+        if routing != "sigmoid/noaux_tc":
+            raise ValueError(f"MoE routing {routing!r} is not supported (supported: 'sigmoid/noaux_tc')")
+        return MoEConfig(
+            num_experts=num_experts,
+            top_k=raw["num_experts_per_tok"],
+            intermediate_size=intermediate,
+            renormalize=bool(raw.get("norm_topk_prob", True)),
+            shared_expert_intermediate_size=intermediate * (raw.get("n_shared_experts") or 0),
+            shared_expert_gated=False,
+            dense_layers=tuple(range(raw.get("first_k_dense_replace") or 0)),
+            grouped=True,
+            num_groups=raw.get("n_group") or 1,
+            topk_groups=raw.get("topk_group") or 1,
+            routed_scaling=float(raw.get("routed_scaling_factor", 1.0)),
+        )
     return MoEConfig(
         num_experts=num_experts,
         top_k=raw["num_experts_per_tok"],
-        intermediate_size=raw.get("moe_intermediate_size") or raw["intermediate_size"],
+        intermediate_size=intermediate,
         # Mixtral always renormalizes the selected weights; Qwen-MoE configs say whether to.
         renormalize=bool(raw.get("norm_topk_prob", True)),
         shared_expert_intermediate_size=raw.get("shared_expert_intermediate_size") or 0,

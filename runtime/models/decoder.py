@@ -119,7 +119,7 @@ class DecoderForCausalLM(Module):
         self.config = config
         self.dtype = dtype
         self.tie_word_embeddings = config.tie_word_embeddings
-        self.model = DecoderModel(config, self.traits, dtype)
+        self.model = DecoderModel(config, self.decoder_traits(config), dtype)
         tied = self.model.embed_tokens if config.tie_word_embeddings else None
         self.lm_head = ParallelLMHead(config.hidden_size, config.vocab_size, dtype, tied=tied)
         table = RotaryTable.build(config.rotary_dim, config.max_position, config.rope_theta, config.rope_scaling)
@@ -129,6 +129,11 @@ class DecoderForCausalLM(Module):
             local = RotaryTable.build(config.rotary_dim, config.max_position, config.local_rope_theta).cos_sin
         self.register_buffer("local_cos_sin", local, persistent=False)
         self.reads = checkpoint_reads(self)
+
+    @classmethod
+    def decoder_traits(cls, config: ModelConfig) -> DecoderTraits:
+        """The traits this model is built with: the declared ones, unless the config decides one."""
+        return cls.traits
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         local = self.local_cos_sin if self.local_cos_sin is not None else self.cos_sin

@@ -14,6 +14,7 @@ ARCHITECTURES: dict[str, str] = {
     "Gemma2ForCausalLM": "sglang.runtime.models.gemma:Gemma2ForCausalLM",
     "Gemma3ForCausalLM": "sglang.runtime.models.gemma:Gemma3ForCausalLM",
     "Phi3ForCausalLM": "sglang.runtime.models.phi:Phi3ForCausalLM",
+    "Glm4MoeForCausalLM": "sglang.runtime.models.glm:Glm4MoeForCausalLM",
     "MixtralForCausalLM": "sglang.runtime.models.mixture:MixtralForCausalLM",
     "Qwen2MoeForCausalLM": "sglang.runtime.models.mixture:Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM": "sglang.runtime.models.mixture:Qwen3MoeForCausalLM",
