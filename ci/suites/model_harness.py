@@ -483,6 +483,31 @@ SCHEDULES: dict[str, Callable[[], Schedule]] = {
 }
 
 
+GREEDY_TOKENS = 8
+
+
+@torch.no_grad()
+def hf_greedy(model: torch.nn.Module, prompt: torch.Tensor, n: int = GREEDY_TOKENS) -> list[int]:
+    """transformers' greedy continuation, one full forward per token (no cache, no stop token)."""
+    sequence = prompt
+    for _ in range(n):
+        token = model(sequence[None]).logits[0, -1].argmax()
+        sequence = torch.cat([sequence, token[None]])
+    return sequence[len(prompt) :].tolist()
+
+
+def greedy(model: DecoderForCausalLM, device: torch.device, prompt: torch.Tensor, n: int = GREEDY_TOKENS) -> list[int]:
+    """Our greedy continuation: one prefill step, then one decode step per token, over the paged cache."""
+    runner = PagedRunner(model, device)
+    sequence = [prompt]
+    chunk = (0, 0, len(prompt))
+    for _ in range(n):
+        token = runner.step(sequence, [chunk])[0][-1].argmax()
+        sequence = [torch.cat([sequence[0], token[None]])]
+        chunk = (0, chunk[2], chunk[2] + 1)
+    return sequence[0][len(prompt) :].tolist()
+
+
 def max_abs_error(ours: Sequence[torch.Tensor], reference: Sequence[torch.Tensor]) -> float:
     assert [o.shape for o in ours] == [r.shape for r in reference]
     return max((o.float() - r.float()).abs().max().item() for o, r in zip(ours, reference))

@@ -26,6 +26,8 @@ from sglang.ci.suites.model_harness import (
     Target,
     TargetSpec,
     bound_ops,
+    greedy,
+    hf_greedy,
     hf_logits,
     load_model,
     max_abs_error,
@@ -98,6 +100,22 @@ def test_bf16_logits_match_transformers(target: Target, spec: str, schedule: str
         f"{spec} [{schedule}] bf16 on {target.spec.id}: max abs logit error {error:.3g} "
         f"(transformers in bf16: {hf_bf16_error:.3g}; tolerance {tolerance:.3g})"
     )
+
+
+GREEDY_SPECS = ("gemma2-softcap", "gemma3-local-rope", "phi3-longrope", "glm4-moe-grouped")
+"""Architectures whose greedy text is checked on every target (so it is identical across them)."""
+
+
+@pytest.mark.parametrize("spec", [s for s in GREEDY_SPECS if s in SPEC_NAMES])
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_greedy_generation_matches_transformers(target: Target, spec: str, checkpoints: CheckpointStore) -> None:
+    """A prefill then decode steps, each token the argmax of the last: the same tokens as
+    transformers' greedy decoding, continuing the longest prompt past every window."""
+    require_dtype(target.platform, torch.float32)
+    checkpoint = checkpoints.get(spec)
+    model = load_model(checkpoint, torch.float32, target)
+    prompt = max(checkpoint.prompts, key=len)
+    assert greedy(model, target.device, prompt) == hf_greedy(checkpoint.hf_model, prompt), f"{spec} on {target.spec.id}"
 
 
 def test_reference_logits_are_informative(checkpoints: CheckpointStore) -> None:
