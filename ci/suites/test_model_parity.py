@@ -41,7 +41,7 @@ TARGETS = target_params()
 INTERPRETED_SPECS = ("llama", "qwen3-moe", "gemma2-softcap")
 """Under Triton's interpreter (slow): one dense, one MoE, and windowed soft-capped layers."""
 SPEC_NAMES = list(INTERPRETED_SPECS) if triton_interpreted() else [spec.name for spec in MODEL_SPECS]
-BF16_SPECS = ("llama", "qwen3-qknorm")
+BF16_SPECS = ("llama", "qwen3-qknorm", "gemma2-softcap")
 
 
 @pytest.mark.parametrize("target", TARGETS, indirect=True)
