@@ -19,7 +19,7 @@ from sglang.ops.collectives import Communicator, SingleProcessCommunicator, Torc
 from sglang.ops.kv_store import store_kv
 from sglang.ops.linear import embedding, linear
 from sglang.ops.lora import lora_expand, lora_shrink
-from sglang.ops.moe import moe_experts, moe_route
+from sglang.ops.moe import moe_experts, moe_route, moe_route_grouped
 from sglang.ops.norm import fused_add_rms_norm, rms_norm
 from sglang.ops.rotary import RopeScaling, RotaryTable, apply_rotary
 from sglang.ops.sampling import SamplingTensors, apply_penalties, apply_token_bitmask, log_softmax, sample
@@ -53,6 +53,7 @@ __all__ = [
     "lora_shrink",
     "moe_experts",
     "moe_route",
+    "moe_route_grouped",
     "rms_norm",
     "sample",
     "silu_and_mul",

@@ -30,6 +30,7 @@ REFERENCE_OPS: dict[str, str] = {
     "apply_rotary": "sglang.ops.rotary:apply_rotary",
     "store_kv": "sglang.ops.kv_store:store_kv",
     "moe_route": "sglang.ops.moe:moe_route",
+    "moe_route_grouped": "sglang.ops.moe:moe_route_grouped",
     "moe_experts": "sglang.ops.moe:moe_experts",
     "lora_shrink": "sglang.ops.lora:lora_shrink",
     "lora_expand": "sglang.ops.lora:lora_expand",

@@ -1,4 +1,5 @@
-"""Mixture of experts: routing (top-k over router logits) and the gated-MLP expert computation.
+"""Mixture of experts: routing (top-k over router logits, plain or grouped with a selection bias)
+and the gated-MLP expert computation.
 
 Kept apart from any token dispatch or communication, so expert parallelism can wrap these two.
 Expert weights are stacked: `w13` `[E, 2 * I, H]` holds each expert's `[gate | up]` projection,
@@ -30,6 +31,40 @@ def moe_route(
     if renormalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights, ids
+
+
+def moe_route_grouped(
+    router_logits: torch.Tensor,
+    correction_bias: torch.Tensor,
+    top_k: int,
+    num_groups: int,
+    topk_groups: int,
+    renormalize: bool = True,
+    scaling: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek-V3 / GLM-4-MoE routing: sigmoid scores, selected among the best groups, with a
+    bias that steers selection only. Returns `(weights [T, k] float32, expert_ids [T, k] int64)`.
+
+    Experts are split into `num_groups` contiguous groups; a group's score is the sum of its two
+    best `sigmoid(logit) + correction_bias`. The `top_k` experts are chosen by that biased score
+    among the `topk_groups` best groups, and weighted by their unbiased score (rescaled to sum to
+    one with `renormalize`), times `scaling` (`routed_scaling_factor`). Static shapes throughout.
+    """
+    scores = router_logits.float().sigmoid()
+    num_experts = scores.shape[-1]
+    if num_experts % num_groups or num_experts // num_groups < 2:
+        raise ValueError(f"{num_experts} experts do not split into {num_groups} groups of at least two")
+    choice = scores + correction_bias.float()
+    grouped = choice.unflatten(-1, (num_groups, num_experts // num_groups))
+    group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
+    best_groups = group_scores.topk(topk_groups, dim=-1).indices
+    group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best_groups, True)
+    expert_mask = group_mask.unsqueeze(-1).expand_as(grouped).flatten(-2)
+    ids = choice.masked_fill(~expert_mask, float("-inf")).topk(top_k, dim=-1).indices
+    weights = scores.gather(1, ids)
+    if renormalize:
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return weights * scaling, ids
 
 
 def moe_experts(

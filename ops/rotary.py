@@ -18,7 +18,7 @@ import torch
 class RopeScaling:
     """A normalized view of a config's `rope_scaling` / `rope_parameters`.
 
-    `kind` is one of `default`, `linear`, `dynamic`, `llama3`.
+    `kind` is one of `default`, `linear`, `dynamic`, `llama3`, `longrope`.
     """
 
     kind: str = "default"
@@ -26,24 +26,46 @@ class RopeScaling:
     original_max_position: int | None = None
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
+    short_factor: tuple[float, ...] = ()
+    """longrope: per-frequency divisors within the original context, `long_factor` past it."""
+    long_factor: tuple[float, ...] = ()
+    attention_factor: float = 1.0
+    """longrope: cos and sin are multiplied by it (scaling every attention score by its square)."""
 
-    SUPPORTED = ("default", "linear", "dynamic", "llama3")
+    SUPPORTED = ("default", "linear", "dynamic", "llama3", "longrope")
 
     @classmethod
-    def from_config(cls, raw: dict[str, Any] | None) -> RopeScaling:
+    def from_config(cls, raw: dict[str, Any] | None, max_position: int | None = None) -> RopeScaling:
+        """`max_position` is the model's `max_position_embeddings`: longrope without a `factor`
+        takes its ratio to the original context, as transformers does for Phi-3."""
         if not raw:
             return cls()
         kind = raw.get("rope_type") or raw.get("type") or "default"
         if kind not in cls.SUPPORTED:
             raise ValueError(f"rope scaling {kind!r} is not supported (supported: {', '.join(cls.SUPPORTED)})")
         original = raw.get("original_max_position_embeddings")
+        factor = raw.get("factor")
+        if factor is None and kind == "longrope" and max_position and original:
+            factor = max_position / original
+        factor = float(factor if factor is not None else 1.0)
         return cls(
             kind=kind,
-            factor=float(raw.get("factor", 1.0)),
+            factor=factor,
             original_max_position=int(original) if original is not None else None,
             low_freq_factor=float(raw.get("low_freq_factor", 1.0)),
             high_freq_factor=float(raw.get("high_freq_factor", 4.0)),
+            short_factor=tuple(float(f) for f in raw.get("short_factor") or ()),
+            long_factor=tuple(float(f) for f in raw.get("long_factor") or ()),
+            attention_factor=_longrope_attention_factor(raw, factor, original) if kind == "longrope" else 1.0,
         )
+
+
+def _longrope_attention_factor(raw: dict[str, Any], factor: float, original: int | None) -> float:
+    if raw.get("attention_factor") is not None:
+        return float(raw["attention_factor"])
+    if factor <= 1.0 or not original:
+        return 1.0
+    return math.sqrt(1 + math.log(factor) / math.log(original))
 
 
 def _inv_freq(dim: int, base: float) -> torch.Tensor:
@@ -76,7 +98,9 @@ class RotaryTable:
     ) -> RotaryTable:
         """Dynamic NTK scaling is applied per position: position `p` uses the base Hugging Face
         computes for a sequence of length `p + 1`. This equals HF's incremental decoding and, for
-        prompts within `original_max_position`, HF's prefill too."""
+        prompts within `original_max_position`, HF's prefill too. Longrope likewise switches
+        from the short to the long factors per position, past `original_max_position` (Hugging
+        Face switches a whole forward by its longest position)."""
         positions = torch.arange(max_position, dtype=torch.float64)
         inv_freq = _inv_freq(rotary_dim, base)
         original_max = scaling.original_max_position or max_position
@@ -91,9 +115,14 @@ class RotaryTable:
             )
             exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim
             freqs = positions[:, None] / scaled_base[:, None] ** exponents[None, :]
+        elif scaling.kind == "longrope":
+            short = inv_freq / torch.tensor(scaling.short_factor, dtype=torch.float64)
+            long = inv_freq / torch.tensor(scaling.long_factor, dtype=torch.float64)
+            past_original = (positions + 1 > original_max)[:, None]
+            freqs = positions[:, None] * torch.where(past_original, long[None, :], short[None, :])
         else:
             freqs = positions[:, None] * inv_freq[None, :]
-        cos_sin = torch.cat([freqs.cos(), freqs.sin()], dim=-1).float()
+        cos_sin = (torch.cat([freqs.cos(), freqs.sin()], dim=-1) * scaling.attention_factor).float()
         return cls(cos_sin=cos_sin, rotary_dim=rotary_dim)
 
 

@@ -19,9 +19,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForCausalLM,
+    Gemma2Config,
+    Gemma3TextConfig,
+    Glm4MoeConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
+    Phi3Config,
     PreTrainedConfig,
     Qwen2Config,
     Qwen2MoeConfig,
@@ -78,6 +82,17 @@ class ModelSpec:
 
 
 MOE = {"num_experts_per_tok": 2, "moe_intermediate_size": 32}
+
+GEMMA = {
+    "head_dim": 32,
+    "query_pre_attn_scalar": 24,
+    "sliding_window": 4,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    "num_hidden_layers": 3,
+    "tie_word_embeddings": True,
+    "hidden_activation": "gelu_pytorch_tanh",
+}
+"""Windows shorter than the prompts, a query scale other than head_dim's, tied embeddings."""
 
 MODEL_SPECS: tuple[ModelSpec, ...] = (
     ModelSpec("llama", LlamaConfig, "LlamaForCausalLM", note="untied embeddings"),
@@ -157,6 +172,67 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         {**MOE, "num_experts": 4, "norm_topk_prob": True, "mlp_only_layers": [1]},
         note="layer 1 is a dense MLP (mlp_only_layers)",
     ),
+    ModelSpec(
+        "gemma2-softcap",
+        Gemma2Config,
+        "Gemma2ForCausalLM",
+        {**GEMMA, "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0},
+        note="sliding/global layers, attention and final soft-caps small enough to bind",
+    ),
+    ModelSpec(
+        "gemma3-local-rope",
+        Gemma3TextConfig,
+        "Gemma3ForCausalLM",
+        {
+            **GEMMA,
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                "full_attention": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0},
+            },
+        },
+        note="q/k norm, sliding layers on their own rotary base, linear scaling on global layers",
+    ),
+    ModelSpec(
+        "phi3-longrope",
+        Phi3Config,
+        "Phi3ForCausalLM",
+        {
+            "original_max_position_embeddings": 32,
+            **{"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},  # defaults lie past the tiny vocabulary
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.5,
+                "short_factor": [1.0, 1.5, 2.5, 4.0],
+                "long_factor": [2.0, 3.0, 4.0, 8.0],
+            },
+        },
+        note=(
+            "fused qkv and gate_up tensors, half the head rotated, longrope's short factors and "
+            "attention factor (prompts stay within the original context: transformers switches "
+            "to the long factors for a whole forward, we per position)"
+        ),
+    ),
+    ModelSpec(
+        "glm4-moe-grouped",
+        Glm4MoeConfig,
+        "Glm4MoeForCausalLM",
+        {
+            **MOE,
+            "num_hidden_layers": 3,
+            "n_routed_experts": 8,
+            "n_group": 4,
+            "topk_group": 2,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": 1,
+            "routed_scaling_factor": 2.5,
+            "attention_bias": True,
+            "use_qk_norm": True,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+            **{"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+        },
+        note="grouped sigmoid routing with a selection bias, a shared expert, layer 0 dense, half rotary",
+    ),
 )
 
 SPECS_BY_NAME: dict[str, ModelSpec] = {spec.name: spec for spec in MODEL_SPECS}
@@ -168,9 +244,13 @@ def randomize_(model: torch.nn.Module, generator: torch.Generator) -> None:
     transformers initializes norms to one, biases to zero and matrices with std 0.02, under
     which attention is nearly uniform and a dropped bias, norm weight or mask barely moves the
     logits. Here matrices get std `1/sqrt(fan_in)` (attention is peaked, logits of order one),
-    norm weights `1 + 0.2 N(0, 1)` and biases `0.2 N(0, 1)`.
+    norm weights `1 + 0.2 N(0, 1)` and biases `0.2 N(0, 1)`, as are MoE routers' selection
+    biases (`e_score_correction_bias`, a buffer in transformers).
     """
     with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            if name.endswith("correction_bias"):
+                buffer.copy_(0.2 * torch.randn(buffer.shape, generator=generator))
         for name, param in model.named_parameters():
             noise = torch.randn(param.shape, generator=generator)
             if "norm" in name:
@@ -417,6 +497,31 @@ SCHEDULES: dict[str, Callable[[], Schedule]] = {
     "cached-prefix": lambda: cached_prefix_schedule(PROMPT_LENS, PREFIX_LENS),
     "mixed": lambda: mixed_schedule(PROMPT_LENS),
 }
+
+
+GREEDY_TOKENS = 8
+
+
+@torch.no_grad()
+def hf_greedy(model: torch.nn.Module, prompt: torch.Tensor, n: int = GREEDY_TOKENS) -> list[int]:
+    """transformers' greedy continuation, one full forward per token (no cache, no stop token)."""
+    sequence = prompt
+    for _ in range(n):
+        token = model(sequence[None]).logits[0, -1].argmax()
+        sequence = torch.cat([sequence, token[None]])
+    return sequence[len(prompt) :].tolist()
+
+
+def greedy(model: DecoderForCausalLM, device: torch.device, prompt: torch.Tensor, n: int = GREEDY_TOKENS) -> list[int]:
+    """Our greedy continuation: one prefill step, then one decode step per token, over the paged cache."""
+    runner = PagedRunner(model, device)
+    sequence = [prompt]
+    chunk = (0, 0, len(prompt))
+    for _ in range(n):
+        token = runner.step(sequence, [chunk])[0][-1].argmax()
+        sequence = [torch.cat([sequence[0], token[None]])]
+        chunk = (0, chunk[2], chunk[2] + 1)
+    return sequence[0][len(prompt) :].tolist()
 
 
 def max_abs_error(ours: Sequence[torch.Tensor], reference: Sequence[torch.Tensor]) -> float:

@@ -26,6 +26,8 @@ from sglang.ci.suites.model_harness import (
     Target,
     TargetSpec,
     bound_ops,
+    greedy,
+    hf_greedy,
     hf_logits,
     load_model,
     max_abs_error,
@@ -37,14 +39,31 @@ from sglang.ops.binding import resolve, snapshot
 from sglang.platforms.tpu.backend import xla_cpu_requested
 
 TARGETS = target_params()
-INTERPRETED_SPECS = ("llama", "qwen3-moe")
-"""Under Triton's interpreter (slow): one dense and one MoE architecture."""
+INTERPRETED_SPECS = ("llama", "qwen3-moe", "gemma2-softcap")
+"""Under Triton's interpreter (slow): one dense, one MoE, and windowed soft-capped layers."""
 SPEC_NAMES = list(INTERPRETED_SPECS) if triton_interpreted() else [spec.name for spec in MODEL_SPECS]
-BF16_SPECS = ("llama", "qwen3-qknorm")
+BF16_SPECS = ("llama", "qwen3-qknorm", "gemma2-softcap")
 REAL_SHAPE_SPECS = ("qwen3-gqa7-d128", "llama-gqa5-d256")
 """Real models' head dims and GQA groups. Not on XLA:CPU, which compiles every step shape anew
 (about a minute per case on the CI machine); there op parity covers these shapes for the jax
 family, and a TPU runs them."""
+QUICK_SCHEDULE_SPECS = ("gemma2-softcap", "gemma3-local-rope", "phi3-longrope", "glm4-moe-grouped")
+"""Specs whose `extend` and `cached-prefix` schedules are `slow` (CI budget): `mixed` holds a fresh
+prefill, an extend over a cached prefix and decodes, and `decode` ragged decoding, by default."""
+
+
+def spec_schedules(specs: list[str] | tuple[str, ...]) -> list:
+    """(spec, schedule) parameters, the ones `QUICK_SCHEDULE_SPECS` leave to the slow run marked so."""
+    return [
+        pytest.param(
+            spec,
+            schedule,
+            id=f"{spec}-{schedule}",
+            marks=pytest.mark.slow if spec in QUICK_SCHEDULE_SPECS and schedule not in ("decode", "mixed") else (),
+        )
+        for spec in specs
+        for schedule in sorted(SCHEDULES)
+    ]
 
 
 @pytest.mark.parametrize("target", TARGETS, indirect=True)
@@ -71,8 +90,7 @@ def test_bound_ops_restores_previous_binding(checkpoints: CheckpointStore) -> No
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
-@pytest.mark.parametrize("spec", SPEC_NAMES)
+@pytest.mark.parametrize(("spec", "schedule"), spec_schedules(SPEC_NAMES))
 @pytest.mark.parametrize("target", TARGETS, indirect=True)
 def test_fp32_logits_match_transformers(target: Target, spec: str, schedule: str, checkpoints: CheckpointStore) -> None:
     require_dtype(target.platform, torch.float32)
@@ -85,8 +103,7 @@ def test_fp32_logits_match_transformers(target: Target, spec: str, schedule: str
     assert error <= FP32_ATOL, f"{spec} [{schedule}] on {target.spec.id}: max abs logit error {error:.3g}"
 
 
-@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
-@pytest.mark.parametrize("spec", BF16_SPECS)
+@pytest.mark.parametrize(("spec", "schedule"), spec_schedules(BF16_SPECS))
 @pytest.mark.parametrize("target", TARGETS, indirect=True)
 def test_bf16_logits_match_transformers(target: Target, spec: str, schedule: str, checkpoints: CheckpointStore) -> None:
     """bf16 weights and activations: compared with transformers in fp32, allowing a few times the
@@ -107,6 +124,22 @@ def test_bf16_logits_match_transformers(target: Target, spec: str, schedule: str
     )
 
 
+GREEDY_SPECS = ("gemma2-softcap", "gemma3-local-rope", "phi3-longrope", "glm4-moe-grouped")
+"""Architectures whose greedy text is checked on every target (so it is identical across them)."""
+
+
+@pytest.mark.parametrize("spec", [s for s in GREEDY_SPECS if s in SPEC_NAMES])
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_greedy_generation_matches_transformers(target: Target, spec: str, checkpoints: CheckpointStore) -> None:
+    """A prefill then decode steps, each token the argmax of the last: the same tokens as
+    transformers' greedy decoding, continuing the longest prompt past every window."""
+    require_dtype(target.platform, torch.float32)
+    checkpoint = checkpoints.get(spec)
+    model = load_model(checkpoint, torch.float32, target)
+    prompt = max(checkpoint.prompts, key=len)
+    assert greedy(model, target.device, prompt) == hf_greedy(checkpoint.hf_model, prompt), f"{spec} on {target.spec.id}"
+
+
 def test_reference_logits_are_informative(checkpoints: CheckpointStore) -> None:
     """The fp32 tolerance means something only if logits are of order one and differ across
     positions (random weights that are too small would make every model look alike)."""
@@ -116,32 +149,63 @@ def test_reference_logits_are_informative(checkpoints: CheckpointStore) -> None:
         assert (reference[1:] - reference[:-1]).abs().max() > 0.5, spec
 
 
-VARIANT_BASELINES: dict[str, tuple[dict, bool]] = {
-    # spec: (config overrides that remove the variant, whether the logits must change)
-    "llama-rope-llama3": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
-    "llama-rope-linear": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
+VARIANT_BASELINES: dict[str, tuple[str, dict, bool]] = {
+    # case: (spec, config overrides that remove the variant, whether the logits must change)
+    "llama-rope-llama3": (
+        "llama-rope-llama3",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        True,
+    ),
+    "llama-rope-linear": (
+        "llama-rope-linear",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        True,
+    ),
     # Within max_position_embeddings transformers' dynamic NTK is the plain rotary: documented here.
-    "llama-rope-dynamic": ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, False),
-    "mistral-window4": ({"sliding_window": None}, True),
-    "qwen2-window-layer1": ({"use_sliding_window": False}, True),
-    "qwen2-moe-shared": ({"norm_topk_prob": True}, True),
-    "qwen3-moe": ({"norm_topk_prob": False}, True),
+    "llama-rope-dynamic": (
+        "llama-rope-dynamic",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        False,
+    ),
+    "mistral-window4": ("mistral-window4", {"sliding_window": None}, True),
+    "qwen2-window-layer1": ("qwen2-window-layer1", {"use_sliding_window": False}, True),
+    "qwen2-moe-shared": ("qwen2-moe-shared", {"norm_topk_prob": True}, True),
+    "qwen3-moe": ("qwen3-moe", {"norm_topk_prob": False}, True),
+    "gemma2-softcap": ("gemma2-softcap", {"attn_logit_softcapping": None, "final_logit_softcapping": None}, True),
+    "gemma2-window": ("gemma2-softcap", {"layer_types": ["full_attention"] * 3}, True),
+    "gemma3-local-rope": (
+        "gemma3-local-rope",
+        {
+            "rope_parameters": {
+                t: {"rope_type": "default", "rope_theta": 10000.0} for t in ("sliding_attention", "full_attention")
+            }
+        },
+        True,
+    ),
+    "gemma3-window": ("gemma3-local-rope", {"layer_types": ["full_attention"] * 3}, True),
+    "glm4-moe-groups": ("glm4-moe-grouped", {"n_group": 1, "topk_group": 1}, True),
+    "glm4-moe-scaling": ("glm4-moe-grouped", {"routed_scaling_factor": 1.0}, True),
+    "phi3-longrope": (
+        "phi3-longrope",
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},
+        True,
+    ),
 }
 
 
-@pytest.mark.parametrize("spec", sorted(VARIANT_BASELINES))
-def test_variant_is_exercised(spec: str, checkpoints: CheckpointStore) -> None:
-    """The prompts are long enough for each variant (window, rope scaling, top-k normalization)
-    to change transformers' logits, so parity above really covers it."""
+@pytest.mark.parametrize("case", sorted(VARIANT_BASELINES))
+def test_variant_is_exercised(case: str, checkpoints: CheckpointStore) -> None:
+    """The prompts are long enough for each variant (window, rope scaling, top-k normalization,
+    soft-capping) to change transformers' logits, so parity above really covers it."""
+    spec, overrides, must_change = VARIANT_BASELINES[case]
     checkpoint = checkpoints.get(spec)
-    overrides, must_change = VARIANT_BASELINES[spec]
     baseline = AutoModelForCausalLM.from_config(checkpoint.spec.hf_config(**overrides), attn_implementation="eager")
     baseline.load_state_dict(checkpoint.hf_model.state_dict())
     difference = max_abs_error(hf_logits(baseline.eval(), checkpoint.prompts), checkpoint.reference)
     if must_change:
-        assert difference > 0.05, f"{spec}: the variant changes logits by only {difference:.3g}"
+        assert difference > 0.05, f"{case}: the variant changes logits by only {difference:.3g}"
     else:
-        assert difference < 1e-5, f"{spec}: expected no change within the original context, got {difference:.3g}"
+        assert difference < 1e-5, f"{case}: expected no change within the original context, got {difference:.3g}"
 
 
 def test_runner_slots_are_non_contiguous(checkpoints: CheckpointStore) -> None:

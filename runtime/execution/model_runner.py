@@ -92,6 +92,8 @@ class ModelRunner:
             return f"the attention backend's KV layout {shape} is not the default {default}"
         if not isinstance(getattr(self.model, "cos_sin", None), torch.Tensor):
             return "the model has no rotary table (cos_sin)"
+        if getattr(self.model, "local_cos_sin", None) is not None:
+            return "the model's sliding-window layers use a rotary table of their own"
         return None
 
     @torch.inference_mode()

@@ -6,6 +6,8 @@ column-parallel, the output projection row-parallel (summed over ranks)."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from sglang import ops
@@ -17,10 +19,11 @@ from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
 from sglang.runtime.layers.sharding import attention_heads
 from sglang.runtime.models.config import ModelConfig
+from sglang.runtime.models.traits import DecoderTraits
 
 
 class SelfAttention(Module):
-    def __init__(self, config: ModelConfig, layer_id: int, qk_norm: bool, dtype: torch.dtype) -> None:
+    def __init__(self, config: ModelConfig, layer_id: int, traits: DecoderTraits, dtype: torch.dtype) -> None:
         super().__init__()
         q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())
         self.num_heads = q_heads.size
@@ -35,12 +38,14 @@ class SelfAttention(Module):
             dtype=dtype,
         )
         self.o_proj = RowParallelLinear(q_rows, config.hidden_size, dtype=dtype)
-        self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps, dtype) if qk_norm else None
-        self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps, dtype) if qk_norm else None
+        head_norm = functools.partial(RMSNorm, config.head_dim, config.rms_norm_eps, dtype, traits.norm_unit_offset)
+        self.q_norm = head_norm() if traits.qk_norm else None
+        self.k_norm = head_norm() if traits.qk_norm else None
         self.layer = AttentionLayer(
             layer_id=layer_id,
-            scale=config.head_dim**-0.5,
+            scale=config.attention_scale,
             sliding_window=config.sliding_window_for(layer_id),
+            logit_softcap=config.attn_logit_softcap,
         )
 
     def forward(

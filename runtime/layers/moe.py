@@ -1,4 +1,5 @@
-"""A sparse mixture-of-experts block: router, stacked experts, optional gated shared expert.
+"""A sparse mixture-of-experts block: router (softmax top-k, or DeepSeek-V3's grouped sigmoid
+routing), stacked experts, an optional shared expert (gated as in Qwen2-MoE, or not).
 
 Under tensor parallelism every rank holds every expert, each split over its intermediate size
 (gate/up rows, down columns) as in a dense MLP; the router is replicated and the experts'
@@ -60,6 +61,27 @@ class Experts(Module):
         return reads
 
 
+class GroupedRouter(Module):
+    """DeepSeek-V3 / GLM-4-MoE's router: logits `weight @ x` and the per-expert selection bias
+    (`e_score_correction_bias`, kept in float32 as checkpoints store it)."""
+
+    def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
+        super().__init__()
+        moe = config.moe
+        assert moe is not None and moe.grouped, "GroupedRouter needs a config with grouped routing"
+        self.moe = moe
+        self.weight = empty_parameter(moe.num_experts, config.hidden_size, dtype=dtype)
+        self.e_score_correction_bias = empty_parameter(moe.num_experts, dtype=torch.float32)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        m = self.moe
+        logits = ops.linear(x, self.weight)
+        bias = self.e_score_correction_bias
+        return ops.moe_route_grouped(
+            logits, bias, m.top_k, m.num_groups, m.topk_groups, m.renormalize, m.routed_scaling
+        )
+
+
 class SparseMoE(Module):
     def __init__(self, config: ModelConfig, dtype: torch.dtype) -> None:
         super().__init__()
@@ -69,7 +91,9 @@ class SparseMoE(Module):
         self.renormalize = moe.renormalize
         self.activation = config.hidden_act
         gated_activation_op(config.hidden_act)
-        self.gate = Linear(config.hidden_size, moe.num_experts, bias=False, dtype=dtype)
+        self.gate: Module = (
+            GroupedRouter(config, dtype) if moe.grouped else Linear(config.hidden_size, moe.num_experts, False, dtype)
+        )
         self.experts = Experts(moe.num_experts, config.hidden_size, moe.intermediate_size, dtype)
         self.shared_expert: GatedMLP | None = None
         self.shared_expert_gate: Linear | None = None
@@ -77,15 +101,21 @@ class SparseMoE(Module):
             self.shared_expert = GatedMLP(
                 config.hidden_size, moe.shared_expert_intermediate_size, config.hidden_act, dtype
             )
-            self.shared_expert_gate = Linear(config.hidden_size, 1, bias=False, dtype=dtype)
+            if moe.shared_expert_gated:
+                self.shared_expert_gate = Linear(config.hidden_size, 1, bias=False, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weights, expert_ids = ops.moe_route(self.gate(x), self.top_k, "softmax", self.renormalize)
+        if isinstance(self.gate, GroupedRouter):
+            weights, expert_ids = self.gate(x)
+        else:
+            weights, expert_ids = ops.moe_route(self.gate(x), self.top_k, "softmax", self.renormalize)
         experts = self.experts
         out = ops.moe_experts(x, experts.gate_up_proj, experts.down_proj, weights, expert_ids, self.activation)
         out = experts.group.comm.all_reduce(out)
-        if self.shared_expert is not None:
+        if self.shared_expert_gate is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+        elif self.shared_expert is not None:
+            out = out + self.shared_expert(x)
         return out
 
     def prime(self) -> None:

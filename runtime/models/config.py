@@ -19,10 +19,19 @@ class MoEConfig:
     intermediate_size: int
     renormalize: bool
     shared_expert_intermediate_size: int = 0
-    """Width of an always-on shared expert (Qwen2-MoE); 0 means none."""
+    """Width of an always-on shared expert (Qwen2-MoE; DeepSeek's `n_shared_experts` together);
+    0 means none."""
+    shared_expert_gated: bool = True
+    """Qwen2-MoE scales the shared expert by `sigmoid(shared_expert_gate(x))`; DeepSeek does not."""
     sparse_step: int = 1
     dense_layers: tuple[int, ...] = ()
-    """Layers that use a dense MLP instead of experts (`mlp_only_layers`)."""
+    """Layers that use a dense MLP instead of experts (`mlp_only_layers`, `first_k_dense_replace`)."""
+    grouped: bool = False
+    """DeepSeek-V3-style routing (`ops.moe_route_grouped`): sigmoid scores, `num_groups` expert
+    groups of which `topk_groups` are searched, a selection bias, `routed_scaling`."""
+    num_groups: int = 1
+    topk_groups: int = 1
+    routed_scaling: float = 1.0
 
     def is_moe_layer(self, layer_id: int) -> bool:
         return layer_id not in self.dense_layers and (layer_id + 1) % self.sparse_step == 0
@@ -50,6 +59,16 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()
     layer_types: tuple[str, ...] = ()
     """Per-layer `full_attention` / `sliding_attention` where the config lists them."""
+    partial_rotary_factor: float = 1.0
+    """Rotary covers the first `rotary_dim` dimensions of each head, the rest pass through (Phi-3)."""
+    local_rope_theta: float | None = None
+    """Rotary base of the sliding-window layers where it differs from the global one (Gemma 3);
+    those layers use it unscaled."""
+    query_pre_attn_scalar: float | None = None
+    """Attention scores are scaled by `query_pre_attn_scalar ** -0.5` when set (Gemma), else by
+    `head_dim ** -0.5`."""
+    attn_logit_softcap: float | None = None
+    final_logit_softcap: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def sliding_window_for(self, layer_id: int) -> int | None:
@@ -59,9 +78,17 @@ class ModelConfig:
             return None
         return self.sliding_window
 
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def attention_scale(self) -> float:
+        return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
-        rope = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+        rope, local_rope = _rope_sections(raw)
         rope_theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
         num_heads = raw["num_attention_heads"]
         eos = raw.get("eos_token_id")
@@ -76,17 +103,42 @@ class ModelConfig:
             vocab_size=raw["vocab_size"],
             rms_norm_eps=raw.get("rms_norm_eps", 1e-6),
             rope_theta=float(rope_theta),
-            rope_scaling=RopeScaling.from_config(rope),
+            rope_scaling=RopeScaling.from_config(rope, raw.get("max_position_embeddings")),
             max_position=raw.get("max_position_embeddings", 4096),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            hidden_act=raw.get("hidden_act", "silu"),
+            hidden_act=raw.get("hidden_activation") or raw.get("hidden_act") or "silu",
             attention_bias=bool(raw.get("attention_bias", raw.get("qkv_bias", False))),
             sliding_window=_sliding_window(raw),
             moe=_moe_config(raw),
             eos_token_ids=tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,)),
             layer_types=_layer_types(raw),
+            partial_rotary_factor=float(rope.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))),
+            local_rope_theta=_local_rope_theta(raw, local_rope),
+            query_pre_attn_scalar=raw.get("query_pre_attn_scalar"),
+            attn_logit_softcap=raw.get("attn_logit_softcapping"),
+            final_logit_softcap=raw.get("final_logit_softcapping"),
             raw=raw,
         )
+
+
+def _rope_sections(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the global layers' rope parameters, the sliding layers' where the config keys them by
+    layer type, as transformers v5 writes Gemma 3's `rope_parameters`)."""
+    rope = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+    if "full_attention" in rope:
+        return dict(rope["full_attention"]), dict(rope.get("sliding_attention") or {})
+    if raw.get("original_max_position_embeddings") is not None:  # Phi-3 keeps it beside the scaling
+        rope.setdefault("original_max_position_embeddings", raw["original_max_position_embeddings"])
+    return rope, None
+
+
+def _local_rope_theta(raw: dict[str, Any], local_rope: dict[str, Any] | None) -> float | None:
+    if local_rope is not None:
+        if local_rope.get("rope_type", "default") != "default":
+            raise ValueError(f"rope scaling {local_rope['rope_type']!r} on sliding-window layers is not supported")
+        return float(local_rope.get("rope_theta", 10000.0))
+    local = raw.get("rope_local_base_freq")  # transformers v4's Gemma 3 layout
+    return float(local) if local is not None else None
 
 
 def _sliding_window(raw: dict[str, Any]) -> int | None:
@@ -97,17 +149,45 @@ def _sliding_window(raw: dict[str, Any]) -> int | None:
 
 
 def _layer_types(raw: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(raw.get("layer_types") or ())
+    """The config's `layer_types`, or the ones its window pattern implies: configs written before
+    transformers listed them say every `pattern`-th layer is global (Gemma 2 implies 2)."""
+    if raw.get("layer_types"):
+        return tuple(raw["layer_types"])
+    pattern = raw.get("sliding_window_pattern") or (2 if raw.get("model_type") == "gemma2" else None)
+    if not pattern:
+        return ()
+    return tuple(
+        "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(raw["num_hidden_layers"])
+    )
 
 
 def _moe_config(raw: dict[str, Any]) -> MoEConfig | None:
-    num_experts = raw.get("num_local_experts") or raw.get("num_experts")
+    num_experts = raw.get("num_local_experts") or raw.get("num_experts") or raw.get("n_routed_experts")
     if not num_experts:
         return None
+    intermediate = raw.get("moe_intermediate_size") or raw["intermediate_size"]
+    if "n_routed_experts" in raw:  # DeepSeek V3 and GLM-4-MoE
+        topk_method = raw.get("topk_method", "noaux_tc")
+        routing = f"{raw.get('scoring_func', 'sigmoid')}/{topk_method}"
+        if routing != "sigmoid/noaux_tc":
+            raise ValueError(f"MoE routing {routing!r} is not supported (supported: 'sigmoid/noaux_tc')")
+        return MoEConfig(
+            num_experts=num_experts,
+            top_k=raw["num_experts_per_tok"],
+            intermediate_size=intermediate,
+            renormalize=bool(raw.get("norm_topk_prob", True)),
+            shared_expert_intermediate_size=intermediate * (raw.get("n_shared_experts") or 0),
+            shared_expert_gated=False,
+            dense_layers=tuple(range(raw.get("first_k_dense_replace") or 0)),
+            grouped=True,
+            num_groups=raw.get("n_group") or 1,
+            topk_groups=raw.get("topk_group") or 1,
+            routed_scaling=float(raw.get("routed_scaling_factor", 1.0)),
+        )
     return MoEConfig(
         num_experts=num_experts,
         top_k=raw["num_experts_per_tok"],
-        intermediate_size=raw.get("moe_intermediate_size") or raw["intermediate_size"],
+        intermediate_size=intermediate,
         # Mixtral always renormalizes the selected weights; Qwen-MoE configs say whether to.
         renormalize=bool(raw.get("norm_topk_prob", True)),
         shared_expert_intermediate_size=raw.get("shared_expert_intermediate_size") or 0,

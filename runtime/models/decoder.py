@@ -1,7 +1,8 @@
 """The decoder-only transformer every supported architecture is an instance of.
 
-Architectures differ in declared facts (q/k norm, checkpoint renames) and in what the config
-says (QKV bias, sliding window, experts); the computation is written once here and calls only
+Architectures differ in declared facts (`DecoderTraits`: q/k norm, Gemma's norms and embedding
+scale; checkpoint renames) and in what the config says (QKV bias, sliding windows, soft-caps,
+experts); the computation is written once here and calls only
 `sglang.ops` and the attention backend in the forward context. The forward reads no tensor
 values into Python and has no data-dependent shapes, so it also runs under JAX's jit.
 """
@@ -9,6 +10,7 @@ values into Python and has no data-dependent shapes, so it also runs under JAX's
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -26,15 +28,21 @@ from sglang.runtime.layers.parallel import ParallelLMHead, VocabParallelEmbeddin
 from sglang.runtime.layers.sharding import Index
 from sglang.runtime.lora.layers import LoraState
 from sglang.runtime.models.config import ModelConfig
+from sglang.runtime.models.traits import DecoderTraits
 from sglang.runtime.models.weights import checkpoint_reads, load_weights
 
 
 class DecoderLayer(Module):
-    def __init__(self, config: ModelConfig, layer_id: int, qk_norm: bool, dtype: torch.dtype) -> None:
+    def __init__(self, config: ModelConfig, layer_id: int, traits: DecoderTraits, dtype: torch.dtype) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
-        self.self_attn = SelfAttention(config, layer_id, qk_norm, dtype)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+        norm = functools.partial(RMSNorm, config.hidden_size, config.rms_norm_eps, dtype, traits.norm_unit_offset)
+        self.input_layernorm = norm()
+        self.self_attn = SelfAttention(config, layer_id, traits, dtype)
+        self.post_attention_layernorm = norm()
+        """The MLP's input norm, fused with the residual add."""
+        self.attention_output_norm = norm() if traits.sandwich_norms else None
+        self.mlp_output_norm = norm() if traits.sandwich_norms else None
+        self.local_rope = config.local_rope_theta is not None and config.sliding_window_for(layer_id) is not None
         if config.moe is not None and config.moe.is_moe_layer(layer_id):
             self.mlp: Module = SparseMoE(config, dtype)
         else:
@@ -45,32 +53,52 @@ class DecoderLayer(Module):
         positions: torch.Tensor,
         hidden: torch.Tensor,
         residual: torch.Tensor | None,
-        cos_sin: torch.Tensor,
+        rotary: RotaryTables,
         ctx: ForwardContext,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (this layer's output not yet added to the residual, the residual)."""
         if residual is None:
             residual, hidden = hidden, self.input_layernorm(hidden)
         else:
             hidden, residual = self.input_layernorm(hidden, residual)
-        hidden = self.self_attn(positions, hidden, cos_sin, ctx)
+        hidden = self.self_attn(positions, hidden, rotary.local if self.local_rope else rotary.global_, ctx)
+        if self.attention_output_norm is not None:
+            hidden = self.attention_output_norm(hidden)
         hidden, residual = self.post_attention_layernorm(hidden, residual)
-        return self.mlp(hidden), residual
+        hidden = self.mlp(hidden)
+        if self.mlp_output_norm is not None:
+            hidden = self.mlp_output_norm(hidden)
+        return hidden, residual
+
+
+@dataclasses.dataclass(frozen=True)
+class RotaryTables:
+    """The rotary tables a step's layers index: `local` is the sliding layers' own (Gemma 3), the
+    global table where the architecture has one only."""
+
+    global_: torch.Tensor
+    local: torch.Tensor
 
 
 class DecoderModel(Module):
-    def __init__(self, config: ModelConfig, qk_norm: bool, dtype: torch.dtype) -> None:
+    def __init__(self, config: ModelConfig, traits: DecoderTraits, dtype: torch.dtype) -> None:
         super().__init__()
         self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, dtype)
-        self.layers = nn.ModuleList(DecoderLayer(config, i, qk_norm, dtype) for i in range(config.num_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype)
+        # Rounded to the model dtype first, as transformers does (sqrt(2304) is not a bf16 value).
+        scale = torch.tensor(config.hidden_size**0.5, dtype=dtype).item()
+        self.embed_scale = scale if traits.scaled_embedding else None
+        self.layers = nn.ModuleList(DecoderLayer(config, i, traits, dtype) for i in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, dtype, traits.norm_unit_offset)
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, ctx: ForwardContext
+        self, input_ids: torch.Tensor, positions: torch.Tensor, rotary: RotaryTables, ctx: ForwardContext
     ) -> torch.Tensor:
         hidden = self.embed_tokens(input_ids)
+        if self.embed_scale is not None:
+            hidden = hidden * self.embed_scale
         residual = None
         for layer in self.layers:
-            hidden, residual = layer(positions, hidden, residual, cos_sin, ctx)
+            hidden, residual = layer(positions, hidden, residual, rotary, ctx)
         hidden, _ = self.norm(hidden, residual)
         return hidden
 
@@ -79,7 +107,7 @@ class DecoderForCausalLM(Module):
     """`forward` returns final hidden states `[T, H]`; `compute_logits` maps the rows the caller
     selects (usually each sequence's last token) to float32 logits `[N, V]`."""
 
-    qk_norm: ClassVar[bool] = False
+    traits: ClassVar[DecoderTraits] = DecoderTraits()
     checkpoint_renames: ClassVar[dict[str, str]] = {}
     default_qkv_bias: ClassVar[bool] = False
     """Whether q/k/v projections have biases when the config names neither `attention_bias` nor
@@ -92,22 +120,35 @@ class DecoderForCausalLM(Module):
         self.config = config
         self.dtype = dtype
         self.tie_word_embeddings = config.tie_word_embeddings
-        self.model = DecoderModel(config, self.qk_norm, dtype)
+        self.model = DecoderModel(config, self.decoder_traits(config), dtype)
         tied = self.model.embed_tokens if config.tie_word_embeddings else None
         self.lm_head = ParallelLMHead(config.hidden_size, config.vocab_size, dtype, tied=tied)
-        table = RotaryTable.build(config.head_dim, config.max_position, config.rope_theta, config.rope_scaling)
+        table = RotaryTable.build(config.rotary_dim, config.max_position, config.rope_theta, config.rope_scaling)
         self.register_buffer("cos_sin", table.cos_sin, persistent=False)
+        local = None
+        if config.local_rope_theta is not None:
+            local = RotaryTable.build(config.rotary_dim, config.max_position, config.local_rope_theta).cos_sin
+        self.register_buffer("local_cos_sin", local, persistent=False)
         self.reads = checkpoint_reads(self)
         self.lora: LoraState | None = None
         """Set by `runtime.lora` when the server serves adapters."""
 
+    @classmethod
+    def decoder_traits(cls, config: ModelConfig) -> DecoderTraits:
+        """The traits this model is built with: the declared ones, unless the config decides one."""
+        return cls.traits
+
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         if self.lora is not None:
             self.lora.token_slots = ctx.lora_slots  # what every LoRA layer of this step reads
-        return self.model(input_ids, positions, self.cos_sin, ctx)
+        local = self.local_cos_sin if self.local_cos_sin is not None else self.cos_sin
+        return self.model(input_ids, positions, RotaryTables(self.cos_sin, local), ctx)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden).float()
+        logits = self.lm_head(hidden).float()
+        if (cap := self.config.final_logit_softcap) is not None:
+            logits = cap * torch.tanh(logits / cap)
+        return logits
 
     @property
     def attention_heads(self) -> tuple[int, int]:

@@ -5,6 +5,7 @@ declare only what the config does not say.
 """
 
 from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.models.traits import DecoderTraits
 
 
 class MixtralForCausalLM(DecoderForCausalLM):
@@ -16,4 +17,4 @@ class Qwen2MoeForCausalLM(DecoderForCausalLM):
 
 
 class Qwen3MoeForCausalLM(DecoderForCausalLM):
-    qk_norm = True
+    traits = DecoderTraits(qk_norm=True)

@@ -1,6 +1,7 @@
 """Qwen dense architectures: Qwen2 (QKV bias, from the config) and Qwen3 (per-head q/k RMSNorm)."""
 
 from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.models.traits import DecoderTraits
 
 
 class Qwen2ForCausalLM(DecoderForCausalLM):
@@ -8,4 +9,4 @@ class Qwen2ForCausalLM(DecoderForCausalLM):
 
 
 class Qwen3ForCausalLM(DecoderForCausalLM):
-    qk_norm = True
+    traits = DecoderTraits(qk_norm=True)

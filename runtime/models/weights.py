@@ -12,7 +12,7 @@ only it) or whole (it is cut here); either way what is copied is this rank's sli
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -50,6 +50,29 @@ def checkpoint_reads(model: nn.Module) -> dict[str, Read]:
         prefix = f"{parent}." if parent else ""
         reads.update({prefix + ckpt_name: index for ckpt_name, index in declared(name).items()})
     return reads
+
+
+def split_fused(
+    weights: Iterable[tuple[str, torch.Tensor]], fused: Mapping[str, tuple[tuple[str, int], ...]]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Checkpoint tensors stored fused (Phi-3's `qkv_proj`, `gate_up_proj`) as their parts.
+
+    `fused` maps a module name to its parts' names and widths (rows, in order). Each part then
+    loads like a separately stored one, so tensor parallelism cuts each by its own split (the
+    rows a rank holds of a fused tensor are not contiguous).
+    """
+    for name, tensor in weights:
+        module, _, kind = name.rpartition(".")
+        parent, _, leaf = module.rpartition(".")
+        parts = fused.get(leaf)
+        if parts is None:
+            yield name, tensor
+            continue
+        widths = [width for _, width in parts]
+        if tensor.shape[0] != sum(widths):
+            raise WeightLoadError(f"checkpoint tensor {name!r} has {tensor.shape[0]} rows, expected {sum(widths)}")
+        for (part, _), piece in zip(parts, tensor.split(widths)):
+            yield f"{parent}.{part}.{kind}", piece
 
 
 def load_weights(

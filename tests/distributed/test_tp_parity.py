@@ -3,7 +3,9 @@ within fp32 tolerance, through one extend step and through prefill + ragged deco
 tiny random-weight models covering every sharded layer: Llama with tied embeddings and a single
 KV head (replicated on both ranks), Llama with 3 KV heads (GQA groups dealt out 2 + 1), Qwen3
 (q/k norm, head_dim != hidden / heads), Qwen2-MoE (QKV biases, experts and a shared expert) and
-Mixtral (experts under a checkpoint rename).
+Mixtral (experts under a checkpoint rename), Gemma 2 (windows, soft-caps, sandwich norms), Phi-3
+(q/k/v and gate/up stored fused, each part cut by its own split) and GLM-4-MoE (grouped routing
+over a replicated router, shared experts, a dense first layer).
 
 Each rank loads its shard with the server's loader from the saved safetensors folder, reading
 only its slices."""
@@ -47,6 +49,9 @@ TP_SPECS = (
     _spec("qwen3-qknorm"),
     _spec("qwen2-moe-shared"),
     _spec("mixtral"),
+    _spec("gemma2-softcap"),
+    _spec("phi3-longrope"),
+    _spec("glm4-moe-grouped"),
 )
 
 

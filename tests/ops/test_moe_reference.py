@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sglang.ops.activation import gelu_and_mul, silu_and_mul
-from sglang.ops.moe import moe_experts, moe_route
+from sglang.ops.moe import moe_experts, moe_route, moe_route_grouped
 
 LOGITS = torch.tensor([[1.0, 2.0, 3.0, 0.0], [0.5, -1.0, 0.0, 4.0]])
 
@@ -81,3 +81,30 @@ def test_experts_by_token_loop(activation: str, act) -> None:
     out = moe_experts(x, w13, w2, weights, ids, activation)
     assert out.dtype == x.dtype
     torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_grouped_route_matches_transformers_router(renormalize: bool) -> None:
+    """`moe_route_grouped` against GLM-4-MoE's router in transformers (DeepSeek-V3's routing):
+    16 experts in 4 groups, 2 groups searched, a selection bias large enough to change choices."""
+    from transformers import Glm4MoeConfig
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeTopkRouter
+
+    config = Glm4MoeConfig(
+        hidden_size=32, n_routed_experts=16, num_experts_per_tok=3, n_group=4, topk_group=2,
+        norm_topk_prob=renormalize, routed_scaling_factor=2.5,
+    )  # fmt: skip
+    generator = torch.Generator().manual_seed(5)
+    router = Glm4MoeTopkRouter(config)
+    with torch.no_grad():
+        router.weight.copy_(torch.randn(16, 32, generator=generator) / 4)
+        router.e_score_correction_bias.copy_(0.3 * torch.randn(16, generator=generator))
+    x = torch.randn(40, 32, generator=generator)
+    logits, hf_weights, hf_ids = router(x)
+    bias = router.e_score_correction_bias
+    weights, ids = moe_route_grouped(logits, bias, 3, 4, 2, renormalize, 2.5)
+    order, hf_order = ids.sort(dim=-1), hf_ids.sort(dim=-1)
+    assert torch.equal(order.values, hf_order.values)
+    torch.testing.assert_close(weights.gather(1, order.indices), hf_weights.gather(1, hf_order.indices))
+    unbiased_ids = moe_route_grouped(logits, torch.zeros_like(bias), 3, 4, 2, renormalize, 2.5)[1]
+    assert not torch.equal(unbiased_ids.sort(dim=-1).values, order.values), "the bias changed no choice"

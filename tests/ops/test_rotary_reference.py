@@ -77,6 +77,25 @@ def test_dynamic_table_matches_transformers_incremental_decoding() -> None:
     assert not torch.allclose(table[beyond], plain[beyond], atol=1e-3), "scaling had no effect"
 
 
+def test_longrope_table_matches_transformers_incremental_decoding() -> None:
+    """Phi-3's longrope: short factors within the original length, long ones past it (the factors
+    HF uses when decoding token p), both times the attention factor of max/original positions."""
+    parameters = {
+        "rope_type": "longrope",
+        "short_factor": [1.0, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
+        "long_factor": [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0],
+        "original_max_position_embeddings": ORIGINAL_MAX,
+    }
+    rotary = hf_rotary(parameters)
+    scaling = RopeScaling.from_config(parameters, max_position=TABLE_SIZE)
+    assert scaling.attention_factor > 1.1  # 256 / 64 positions
+    table = RotaryTable.build(DIM, TABLE_SIZE, BASE, scaling).cos_sin
+    within = torch.arange(ORIGINAL_MAX)
+    torch.testing.assert_close(table[within], hf_cos_sin(rotary, within), **ANGLE_TOL)
+    for p in [ORIGINAL_MAX, ORIGINAL_MAX + 9, TABLE_SIZE - 1]:
+        torch.testing.assert_close(table[p : p + 1], hf_cos_sin(rotary, torch.tensor([p])), **ANGLE_TOL)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_neox_application_matches_llama(dtype: torch.dtype) -> None:
     tokens = 7
