@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
+from sglang.runtime.memory.eviction import POLICIES
 
 if TYPE_CHECKING:
     from sglang.platforms.base import Capabilities
@@ -53,6 +54,12 @@ class ServerArgs:
         "lpm", "Admission order: lpm (longest cached prefix first) or fcfs.", choices=("lpm", "fcfs")
     )
     disable_radix_cache: bool = _opt(False, "Turn the prefix cache off (every prompt is prefilled in full).")
+    radix_eviction_policy: str = _opt(
+        "lru",
+        "Order in which cached prefixes leave the KV pool: lru (least recently used), lfu (least frequently "
+        "used), fifo, mru, filo, priority (lowest request priority first, then LRU) or slru (segmented LRU).",
+        choices=tuple(POLICIES),
+    )
     cpu_threads: int | None = _opt(None, "torch intra-op threads on the cpu platform (default: torch's choice).")
     disable_cuda_graph: bool = _opt(
         False, "Run every decode step eagerly (no captured, compiled or jitted decode buckets, on any device)."
@@ -102,6 +109,8 @@ class ServerArgs:
             raise ValueError(f"cuda_graph_max_bs must be at least 1, got {self.cuda_graph_max_bs}")
         if not 0 < self.mem_fraction_static < 1:
             raise ValueError(f"mem_fraction_static must lie in (0, 1), got {self.mem_fraction_static}")
+        if self.radix_eviction_policy not in POLICIES:
+            raise ValueError(f"radix_eviction_policy must be one of {', '.join(POLICIES)}")
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ValueError(f"schedule_policy must be lpm or fcfs, got {self.schedule_policy!r}")
         if self.tp_size < 1 or self.nnodes < 1 or self.tp_size % self.nnodes:

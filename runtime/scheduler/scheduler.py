@@ -55,7 +55,9 @@ class Scheduler:
     ) -> None:
         self.runner = runner
         self.allocator = allocator
-        self.cache = RadixCache(page_size=allocator.page_size, disable=args.disable_radix_cache)
+        self.cache = RadixCache(
+            page_size=allocator.page_size, disable=args.disable_radix_cache, eviction=args.radix_eviction_policy
+        )
         self.args = args
         self.tail_text = tail_text
         self.eos_token_ids = eos_token_ids
@@ -192,6 +194,7 @@ class Scheduler:
                 break
             req.match, req.slots = match, match.slots
             if not req.output_ids:  # a resumed request keeps its first admission's figure
+                self.cache.record_hit(match.last_node)
                 req.cached_tokens = match.num_cached
                 self.stats["cached_tokens"] += match.num_cached
             self.waiting.remove(req)
@@ -241,7 +244,7 @@ class Scheduler:
 
     def _release_kv(self, req: Req) -> None:
         if req.match is not None:
-            self.cache.cache_finished(req.fill_ids[: req.kv_len], req.slots, req.match, self.free_slots)
+            self.cache.cache_finished(req.fill_ids[: req.kv_len], req.slots, req.match, self.free_slots, req.priority)
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
 
     # -- results -----------------------------------------------------------------------------
@@ -296,7 +299,9 @@ class Scheduler:
             # Prefill is complete (its last chunk may be a single token): share its pages
             # with requests arriving meanwhile.
             computed = req.fill_ids[: req.kv_len]
-            req.match, req.slots = self.cache.cache_unfinished(computed, req.slots, req.match, self.free_slots)
+            req.match, req.slots = self.cache.cache_unfinished(
+                computed, req.slots, req.match, self.free_slots, req.priority
+            )
         if req.stream and e.samples:
             self.finished_updates.append(self._update(req))
 
