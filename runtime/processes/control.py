@@ -53,6 +53,13 @@ class SchedulerStatus:
     static_steps: int
     eager_steps: int
     static_step_fallbacks: int
+    storage_hit_tokens: int = 0
+    """Of `cached_tokens`, those loaded from the storage tier (the rest were in the device pool)."""
+    storage_blocks_written: int = 0
+    storage_blocks_read: int = 0
+    storage_blocks_rejected: int = 0
+    """Stored blocks found corrupt, truncated or foreign: removed, their tokens recomputed."""
+    storage_write_errors: int = 0
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)

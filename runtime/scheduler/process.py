@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import traceback
+from dataclasses import asdict
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
 
@@ -125,6 +126,7 @@ def scheduler_status(scheduler: Scheduler) -> SchedulerStatus:
         static_steps=steps.static_steps,
         eager_steps=steps.eager_steps,
         static_step_fallbacks=steps.static_fallbacks,
+        **(asdict(scheduler.hicache.stats) if scheduler.hicache is not None else {}),
     )
 
 

@@ -19,6 +19,7 @@ import torch
 
 from sglang.ops.step import StepError
 from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.memory.hierarchical_cache import build_hierarchical_cache
 from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
@@ -58,6 +59,7 @@ class Scheduler:
         self.cache = RadixCache(
             page_size=allocator.page_size, disable=args.disable_radix_cache, eviction=args.radix_eviction_policy
         )
+        self.hicache = build_hierarchical_cache(args, self.cache, allocator, runner, self.free_slots)
         self.args = args
         self.tail_text = tail_text
         self.eos_token_ids = eos_token_ids
@@ -99,7 +101,9 @@ class Scheduler:
         return bool(self.waiting or self.running or self.finished_updates)
 
     def flush_cache(self) -> bool:
-        """Empties the prefix cache; refused (False) while requests run or wait."""
+        """Empties the device tier of the prefix cache; refused (False) while requests run or
+        wait. The storage tier keeps its blocks (they are still valid KV of this model): delete
+        the storage folder to drop them."""
         if self.waiting or self.running:
             return False
         self.cache.reset()
@@ -184,6 +188,8 @@ class Scheduler:
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
                 self._finish(req)
                 continue
+            if self.hicache is not None:  # stored blocks after the device match come back first
+                match = self.hicache.load_prefix(req.fill_ids[:limit], match)
             if share_prefills and waits_for_shared_prefill(req.fill_ids[:limit], match.num_cached, prefilling):
                 continue
             # Locked first: a cached prefix the request uses can no longer be evicted for it.
@@ -195,6 +201,8 @@ class Scheduler:
             req.match, req.slots = match, match.slots
             if not req.output_ids:  # a resumed request keeps its first admission's figure
                 self.cache.record_hit(match.last_node)
+                if self.hicache is not None:
+                    self.hicache.on_hit(match, req.fill_ids)
                 req.cached_tokens = match.num_cached
                 self.stats["cached_tokens"] += match.num_cached
             self.waiting.remove(req)
@@ -244,6 +252,8 @@ class Scheduler:
 
     def _release_kv(self, req: Req) -> None:
         if req.match is not None:
+            if self.hicache is not None:
+                self.hicache.on_cached(req.fill_ids[: req.kv_len], req.slots)
             self.cache.cache_finished(req.fill_ids[: req.kv_len], req.slots, req.match, self.free_slots, req.priority)
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
 
@@ -299,6 +309,8 @@ class Scheduler:
             # Prefill is complete (its last chunk may be a single token): share its pages
             # with requests arriving meanwhile.
             computed = req.fill_ids[: req.kv_len]
+            if self.hicache is not None:
+                self.hicache.on_cached(computed, req.slots)
             req.match, req.slots = self.cache.cache_unfinished(
                 computed, req.slots, req.match, self.free_slots, req.priority
             )
