@@ -72,9 +72,8 @@ class HiCacheConfig:
 
 @dataclass
 class TierStats:
-    """Prompt tokens served by each tier, and what the storage tier did."""
+    """What the storage tier did (the tokens it served are the scheduler's `storage_hit_tokens`)."""
 
-    storage_hit_tokens: int = 0
     storage_blocks_written: int = 0
     storage_blocks_read: int = 0
     storage_blocks_rejected: int = 0
@@ -87,12 +86,27 @@ def model_identity(model: torch.nn.Module, config: dict, layout: Sequence[int], 
     the same architecture, does not)."""
     digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
     digest.update(f"|{tuple(layout)}|{dtype}".encode())
-    for name, tensor in sorted(model.state_dict().items()):
+    for name, tensor in _weights(model):
         flat = tensor.detach().reshape(-1)
         sample = torch.cat([flat[:16], flat[-16:]]) if flat.numel() > 32 else flat
         digest.update(f"|{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
         digest.update(repr(sample.tolist()).encode())  # exact for every dtype, on any device
     return digest.hexdigest()[:32]
+
+
+def _weights(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """The state dict, and the tensors of weights kept outside it (a quantized weight is an
+    object holding its packed data and scales as plain attributes)."""
+    found = dict(model.state_dict())
+    for prefix, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_"):
+                continue
+            held = vars(value).items() if hasattr(value, "__dataclass_fields__") else [("", value)]
+            for field_name, tensor in held:
+                if isinstance(tensor, torch.Tensor):
+                    found.setdefault(f"{prefix}.{attr}.{field_name}", tensor)
+    return sorted(found.items())
 
 
 class HierarchicalCache:
@@ -115,14 +129,13 @@ class HierarchicalCache:
         self.free_fn = free_fn
         self.block_tokens = config.block_tokens
         self.dtype = io.runner.kv_buffers[0].dtype
-        self.hit_tokens = 0
         self._stored: set[str] = set()  # keys known to be on disk: skips a stat per block
         cache.on_evict = self._on_evict
 
     @property
     def stats(self) -> TierStats:
         s = self.store.stats
-        return TierStats(self.hit_tokens, s.blocks_written, s.blocks_read, s.blocks_rejected, s.write_errors)
+        return TierStats(s.blocks_written, s.blocks_read, s.blocks_rejected, s.write_errors)
 
     # -- storing -----------------------------------------------------------------------------
     def store_prefix(self, token_ids: Sequence[int], slots: torch.Tensor) -> None:
@@ -187,7 +200,6 @@ class HierarchicalCache:
         self.io.write(slots, torch.cat(blocks, dim=axis).narrow(axis, match.num_cached - first * b, count))
         present = self.cache.insert(token_ids[:end], torch.cat([match.slots, slots]))
         self.free_fn(slots[: max(present - match.num_cached, 0)])  # the tree had those already
-        self.hit_tokens += count
         return self.cache.match_prefix(token_ids[:end])
 
     def _allocate(self, match: MatchResult, count: int) -> torch.Tensor | None:

@@ -70,7 +70,13 @@ class Scheduler:
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.finished_updates: list[TokenUpdate] = []
-        self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "cached_tokens": 0, "retractions": 0}
+        self.stats = {
+            "prompt_tokens": 0,
+            "generation_tokens": 0,
+            "cached_tokens": 0,
+            "storage_hit_tokens": 0,
+            "retractions": 0,
+        }
 
     # -- requests in and out -------------------------------------------------------------------
     def add_request(self, request: GenerateRequest) -> None:
@@ -188,6 +194,7 @@ class Scheduler:
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
                 self._finish(req)
                 continue
+            device_hit = match.num_cached
             if self.hicache is not None:  # stored blocks after the device match come back first
                 match = self.hicache.load_prefix(req.fill_ids[:limit], match)
             if share_prefills and waits_for_shared_prefill(req.fill_ids[:limit], match.num_cached, prefilling):
@@ -205,6 +212,7 @@ class Scheduler:
                     self.hicache.on_hit(match, req.fill_ids)
                 req.cached_tokens = match.num_cached
                 self.stats["cached_tokens"] += match.num_cached
+                self.stats["storage_hit_tokens"] += match.num_cached - device_hit
             self.waiting.remove(req)
             self.running.append(req)
             reserve += self._promised_tokens(req)
