@@ -61,7 +61,10 @@ def oracle(fuzz_model: Path) -> Iterator[Oracle]:
         engine.shutdown()
 
 
-@pytest.fixture(scope="module", params=[pytest.param(t, id=t.id) for t in fuzz_targets()])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(t, id=t.id, marks=[pytest.mark.slow] if t.slow_only else []) for t in fuzz_targets()],
+)
 def target_engine(request: pytest.FixtureRequest, fuzz_model: Path) -> Iterator[tuple[FuzzTarget, Engine]]:
     """One engine per target, shared by its fuzz and regression tests (pytest groups them)."""
     target: FuzzTarget = request.param
@@ -94,6 +97,7 @@ def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, dera
     print(
         f"\nschedule fuzzer on {target.id}: {stats.examples} examples, {stats.requests} requests, "
         f"{stats.sequences} sequences, {after['retractions'] - before['retractions']} retractions, "
+        f"{after['storage_hit_tokens'] - before['storage_hit_tokens']} tokens from the storage tier, "
         f"{len(stats.near_ties)} near ties, {time.perf_counter() - started_at:.0f} s"
     )
     for line in stats.near_ties:
