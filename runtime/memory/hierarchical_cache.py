@@ -200,6 +200,13 @@ class HierarchicalCache:
         self.io.write(slots, torch.cat(blocks, dim=axis).narrow(axis, match.num_cached - first * b, count))
         present = self.cache.insert(token_ids[:end], torch.cat([match.slots, slots]))
         self.free_fn(slots[: max(present - match.num_cached, 0)])  # the tree had those already
+        logger.info(
+            "prefix of %d tokens: %d from the device pool, %d loaded from storage (%d blocks)",
+            end,
+            match.num_cached,
+            count,
+            len(blocks),
+        )
         return self.cache.match_prefix(token_ids[:end])
 
     def _allocate(self, match: MatchResult, count: int) -> torch.Tensor | None:
