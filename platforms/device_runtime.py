@@ -51,6 +51,19 @@ class DeviceRuntime:
     def empty_cache(self) -> None:
         """The host allocator returns memory on its own."""
 
+    def read_slots(self, buffer: torch.Tensor, axis: int, slots: torch.Tensor) -> torch.Tensor:
+        """A host copy of `buffer`'s entries at `slots` along its slot `axis` (KV pages leaving
+        the device for a lower cache tier); the copy is complete when this returns."""
+        picked = buffer.index_select(axis, slots.to(buffer.device))
+        return picked.to("cpu")
+
+    def write_slots(self, buffer: torch.Tensor, axis: int, slots: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Writes host `values` into `buffer` at `slots` along `axis` (KV pages coming back from
+        a lower tier) and returns the buffer that now holds them: the same tensor where the device
+        updates in place, as here; a functional device returns a new one."""
+        index = slots.to(buffer.device)
+        return buffer.index_copy_(axis, index, values.to(buffer.device, buffer.dtype))
+
     def capture_graph(self, fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
         raise NotImplementedError(f"{type(self).__name__} has no graph capture")
 

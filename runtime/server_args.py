@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
+from sglang.runtime.memory.eviction import POLICIES
 from sglang.runtime.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS
 from sglang.runtime.speculative.config import speculative_config
 
@@ -70,6 +72,51 @@ class ServerArgs:
         "lpm", "Admission order: lpm (longest cached prefix first) or fcfs.", choices=("lpm", "fcfs")
     )
     disable_radix_cache: bool = _opt(False, "Turn the prefix cache off (every prompt is prefilled in full).")
+    radix_eviction_policy: str = _opt(
+        "lru",
+        "Order in which cached prefixes leave the KV pool: lru (least recently used), lfu (least frequently "
+        "used), fifo, mru, filo, priority (lowest request priority first, then LRU) or slru (segmented LRU).",
+        choices=tuple(POLICIES),
+    )
+    enable_hierarchical_cache: bool = _opt(
+        False,
+        "Keep prefixes evicted from the KV pool in lower tiers and load them back instead of recomputing. "
+        "Tiers here: the device pool, then the storage tier (--hicache-storage-backend). There is no host tier: "
+        "on cpu the pool is host memory already, so storage sits directly behind it.",
+    )
+    hicache_ratio: float = _opt(
+        2.0, "Host tier size as a multiple of the device pool (upstream's); no host tier is built here (see above)."
+    )
+    hicache_size: int = _opt(0, "Host tier size in GB, overriding --hicache-ratio (upstream's); no host tier here.")
+    hicache_write_policy: str = _opt(
+        "write_through",
+        "When cached pages are stored below the device: write_through (when a request hands its KV to the cache), "
+        "write_through_selective (once a second request reuses them) or write_back (when evicted from the pool; "
+        "evicted pages are stored under every policy).",
+        choices=("write_through", "write_through_selective", "write_back"),
+    )
+    hicache_io_backend: str = _opt(
+        "kernel",
+        "How pages are copied between tiers (upstream: direct or kernel). Here every copy goes through the "
+        "platform's device runtime; both names are accepted and mean that.",
+        choices=("direct", "kernel"),
+    )
+    hicache_storage_backend: str | None = _opt(
+        None,
+        "Storage tier: file (KV blocks in $SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR, default /tmp/hicache, or the "
+        "extra config's storage_dir). Upstream's other backends (mooncake, hf3fs, nixl, ...) are not available.",
+    )
+    hicache_storage_prefetch_policy: str = _opt(
+        "best_effort",
+        "How long a request waits for its stored prefix: best_effort, wait_complete or timeout (upstream's). "
+        "Loads from the file tier complete before the request's prefill under every policy.",
+        choices=("best_effort", "wait_complete", "timeout"),
+    )
+    hicache_storage_backend_extra_config: str | None = _opt(
+        None,
+        'JSON object for the storage backend: {"storage_dir": PATH, "block_tokens": N (tokens per stored file, '
+        "default 64)}.",
+    )
     cpu_threads: int | None = _opt(None, "torch intra-op threads on the cpu platform (default: torch's choice).")
     disable_cuda_graph: bool = _opt(
         False, "Run every decode step eagerly (no captured, compiled or jitted decode buckets, on any device)."
@@ -169,6 +216,8 @@ class ServerArgs:
             raise ValueError(f"cuda_graph_max_bs must be at least 1, got {self.cuda_graph_max_bs}")
         if not 0 < self.mem_fraction_static < 1:
             raise ValueError(f"mem_fraction_static must lie in (0, 1), got {self.mem_fraction_static}")
+        if self.radix_eviction_policy not in POLICIES:
+            raise ValueError(f"radix_eviction_policy must be one of {', '.join(POLICIES)}")
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ValueError(f"schedule_policy must be lpm or fcfs, got {self.schedule_policy!r}")
         if self.tp_size < 1 or self.nnodes < 1 or self.tp_size % self.nnodes:
@@ -195,9 +244,39 @@ class ServerArgs:
             )
         if self.lora_eviction_policy not in ("lru", "fifo"):
             raise ValueError(f"lora_eviction_policy must be lru or fifo, got {self.lora_eviction_policy!r}")
+        self._check_hicache()
         if self.nnodes > 1 and not self.dist_init_addr:
             raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
         speculative_config(self)  # a refused algorithm or bad draft settings fail here, with the reason
+
+    def _check_hicache(self) -> None:
+        if self.hicache_storage_backend not in (None, "file"):
+            raise ValueError(f"hicache storage backend {self.hicache_storage_backend!r} is not available; use file")
+        block = self.hicache_extra_config().get("block_tokens", 1)
+        if not isinstance(block, int) or block < 1:
+            raise ValueError(f"block_tokens of --hicache-storage-backend-extra-config must be positive: {block!r}")
+        if not self.enable_hierarchical_cache:
+            return
+        if self.disable_radix_cache:
+            raise ValueError("--enable-hierarchical-cache needs the radix cache (drop --disable-radix-cache)")
+        if self.tp_size > 1:
+            raise ValueError("--enable-hierarchical-cache is not supported with --tp-size > 1 yet")
+        if self.enable_lora:
+            # Stored blocks are keyed by tokens and model, not yet by adapter: another adapter's
+            # KV (or, after a restart, another load's) could be read back.
+            raise ValueError("--enable-hierarchical-cache is not supported with LoRA adapters yet")
+
+    def hicache_extra_config(self) -> dict[str, Any]:
+        """`--hicache-storage-backend-extra-config` parsed (empty when unset)."""
+        if not self.hicache_storage_backend_extra_config:
+            return {}
+        try:
+            extra = json.loads(self.hicache_storage_backend_extra_config)
+        except ValueError as e:
+            raise ValueError(f"--hicache-storage-backend-extra-config is not JSON: {e}") from None
+        if not isinstance(extra, dict):
+            raise ValueError("--hicache-storage-backend-extra-config must be a JSON object")
+        return extra
 
     def graph_buckets(self, capabilities: Capabilities | None = None) -> BucketPolicy | None:
         """The decode batch buckets made static on a platform with `capabilities`, or None with

@@ -75,7 +75,10 @@ def oracle(fuzz_model: Path, fuzz_adapters: dict[str, Path]) -> Iterator[Oracle]
         engine.shutdown()
 
 
-@pytest.fixture(scope="module", params=[pytest.param(t, id=t.id) for t in fuzz_targets()])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(t, id=t.id, marks=[pytest.mark.slow] if t.slow_only else []) for t in fuzz_targets()],
+)
 def target_engine(
     request: pytest.FixtureRequest, fuzz_model: Path, fuzz_adapters: dict[str, Path]
 ) -> Iterator[tuple[FuzzTarget, Engine]]:
@@ -111,8 +114,9 @@ def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, dera
     print(
         f"\nschedule fuzzer on {target.id}: {stats.examples} examples, {stats.requests} requests, "
         f"{stats.sequences} sequences, {after['retractions'] - before['retractions']} retractions, "
-        f"{accepted} drafted tokens accepted, {len(stats.near_ties)} near ties, "
-        f"{time.perf_counter() - started_at:.0f} s"
+        f"{accepted} drafted tokens accepted, "
+        f"{after['storage_hit_tokens'] - before['storage_hit_tokens']} tokens from the storage tier, "
+        f"{len(stats.near_ties)} near ties, {time.perf_counter() - started_at:.0f} s"
     )
     if "speculative_algorithm" in target.engine_args:
         assert accepted > 0, f"{target.id}: no drafted token was accepted, so no verify step was checked"

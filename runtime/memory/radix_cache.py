@@ -14,8 +14,10 @@ Invariants:
 - `lock_ref` of a node counts the requests using it or a descendant (locking a node locks its
   ancestors); locked nodes are never evicted. `protected_size()` counts tokens on locked nodes,
   `evictable_size()` those on unlocked ones; `total_size()` is their sum.
-- Eviction takes unlocked leaves, least recently used first (matching and inserting touch every
-  node on the path); evicting a leaf may make its parent an evictable leaf.
+- Eviction takes unlocked leaves in the order of the eviction policy (runtime/memory/eviction.py;
+  LRU by default: matching and inserting touch every node on the path); evicting a leaf may make
+  its parent an evictable leaf. An `on_evict` hook sees each leaf before its slots are freed (the
+  storage tier copies the pages out there).
 
 A request's life (the scheduler's side):
     match = cache.match_prefix(prompt[:-1])    # keep one token to compute; num_cached is reported
@@ -36,6 +38,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from sglang.runtime.memory.eviction import eviction_policy
+
 FreeFn = Callable[[torch.Tensor], None]
 
 
@@ -54,6 +58,9 @@ class TreeNode:
     children: dict[int | tuple[int, ...], TreeNode] = field(default_factory=dict)
     lock_ref: int = 0
     last_access: int = 0
+    created: int = 0
+    hit_count: int = 0  # requests admitted with this node in their cached prefix
+    priority: int = 0  # highest priority of the requests that cached or reused it
 
 
 @dataclass(frozen=True)
@@ -71,11 +78,19 @@ class MatchResult:
 class RadixCache:
     """The prefix tree; with `disable=True` the same interface caches nothing."""
 
-    def __init__(self, page_size: int = 1, disable: bool = False) -> None:
+    def __init__(
+        self,
+        page_size: int = 1,
+        disable: bool = False,
+        eviction: str = "lru",
+        on_evict: Callable[[TreeNode], None] | None = None,
+    ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
         self.page_size = page_size
         self.disable = disable
+        self.policy = eviction_policy(eviction)
+        self.on_evict = on_evict
         self.reset()
 
     def reset(self) -> None:
@@ -113,9 +128,10 @@ class RadixCache:
             node, pos = child, pos + matched
         return MatchResult(torch.cat(parts) if parts else _empty_slots(), node)
 
-    def insert(self, token_ids: Sequence[int], slots: torch.Tensor) -> int:
+    def insert(self, token_ids: Sequence[int], slots: torch.Tensor, priority: int = 0) -> int:
         """Caches `token_ids` (a whole number of pages) at `slots`; returns how many leading
-        tokens were already cached. The tree adopts `slots[returned:]`; the caller still owns
+        tokens were already cached. Every node on the path keeps the highest `priority` it saw.
+        The tree adopts `slots[returned:]`; the caller still owns
         `slots[:returned]` and frees those it allocated itself (they duplicate the tree's).
         A disabled cache adopts nothing and returns 0: use `cache_finished`/`cache_unfinished`."""
         if len(token_ids) != len(slots):
@@ -132,11 +148,20 @@ class RadixCache:
             if matched < len(child.key):
                 child = self._split(child, matched)
             child.last_access = self._clock
+            child.priority = max(child.priority, priority)
             node, pos = child, pos + matched
         if pos < len(key):
             # A copy: the caller's tensor may be a view into a buffer it reuses.
             leaf_slots = torch.as_tensor(slots, dtype=torch.int64)[pos:].clone()
-            leaf = TreeNode(key[pos:], leaf_slots, node, next(self._ids), last_access=self._clock)
+            leaf = TreeNode(
+                key[pos:],
+                leaf_slots,
+                node,
+                next(self._ids),
+                last_access=self._clock,
+                created=self._clock,
+                priority=priority,
+            )
             node.children[self._child_key(leaf.key, 0)] = leaf
             self._evictable += len(leaf.key)
         return pos
@@ -161,28 +186,41 @@ class RadixCache:
                 self._protected -= len(node.key)
             node = node.parent
 
+    def record_hit(self, node: TreeNode) -> None:
+        """Counts one request admitted with `node`'s prefix cached (lfu and slru read it)."""
+        while node is not self.root:
+            node.hit_count += 1
+            node = node.parent
+
     def evict(self, num_tokens: int, free_fn: FreeFn) -> int:
-        """Evicts unlocked leaves, least recently used first, until at least `num_tokens` tokens
-        are gone or nothing evictable is left; frees their slots; returns tokens evicted."""
-        heap = [(n.last_access, n.node_id, n) for n in self._leaves() if n.lock_ref == 0]
+        """Evicts unlocked leaves in the policy's order until at least `num_tokens` tokens are
+        gone or nothing evictable is left; frees their slots; returns tokens evicted."""
+        heap = [(self.policy(n), n.node_id, n) for n in self._leaves() if n.lock_ref == 0]
         heapq.heapify(heap)
         evicted: list[torch.Tensor] = []
         count = 0
         while count < num_tokens and heap:
             _, _, node = heapq.heappop(heap)
+            if self.on_evict is not None:
+                self.on_evict(node)
             parent = node.parent
             del parent.children[self._child_key(node.key, 0)]
             evicted.append(node.slots)
             count += len(node.key)
             self._evictable -= len(node.key)
             if not parent.children and parent.lock_ref == 0:
-                heapq.heappush(heap, (parent.last_access, parent.node_id, parent))
+                heapq.heappush(heap, (self.policy(parent), parent.node_id, parent))
         if evicted:
             free_fn(torch.cat(evicted))
         return count
 
     def cache_finished(
-        self, token_ids: Sequence[int], slots: torch.Tensor, match: MatchResult, free_fn: FreeFn
+        self,
+        token_ids: Sequence[int],
+        slots: torch.Tensor,
+        match: MatchResult,
+        free_fn: FreeFn,
+        priority: int = 0,
     ) -> None:
         """A finished (or aborted) request hands over its KV: `slots[i]` holds `token_ids[i]`, and
         `slots[:match.num_cached]` are the tree's, locked by `match`. Its whole pages are cached,
@@ -194,13 +232,18 @@ class RadixCache:
             free_fn(slots[match.num_cached :])
             return
         aligned = len(token_ids) - len(token_ids) % self.page_size
-        present = self.insert(token_ids[:aligned], slots[:aligned])
+        present = self.insert(token_ids[:aligned], slots[:aligned], priority)
         free_fn(slots[match.num_cached : present])
         free_fn(slots[aligned:])
         self.dec_lock_ref(match.last_node)
 
     def cache_unfinished(
-        self, token_ids: Sequence[int], slots: torch.Tensor, match: MatchResult, free_fn: FreeFn
+        self,
+        token_ids: Sequence[int],
+        slots: torch.Tensor,
+        match: MatchResult,
+        free_fn: FreeFn,
+        priority: int = 0,
     ) -> tuple[MatchResult, torch.Tensor]:
         """Caches a running request's whole pages so others can share them (chunked prefill).
         Returns its new match (locked in place of the old one) and its slots, where any slot that
@@ -210,12 +253,20 @@ class RadixCache:
         if self.disable:
             return match, slots
         aligned = len(token_ids) - len(token_ids) % self.page_size
-        present = self.insert(token_ids[:aligned], slots[:aligned])
+        present = self.insert(token_ids[:aligned], slots[:aligned], priority)
         free_fn(slots[match.num_cached : present])
         new_match = self.match_prefix(token_ids[:aligned])
         self.inc_lock_ref(new_match.last_node)
         self.dec_lock_ref(match.last_node)
         return new_match, torch.cat([new_match.slots, slots[aligned:]])
+
+    def prefix_tokens(self, node: TreeNode) -> list[int]:
+        """The tokens spelled from the root to the end of `node`'s edge."""
+        edges = []
+        while node is not self.root:
+            edges.append(node.key)
+            node = node.parent
+        return [token for edge in reversed(edges) for token in edge]
 
     def cached_slots(self) -> torch.Tensor:
         """Every slot the tree holds (for audits and tests)."""
@@ -257,6 +308,9 @@ class RadixCache:
             next(self._ids),
             lock_ref=child.lock_ref,
             last_access=child.last_access,
+            created=child.created,
+            hit_count=child.hit_count,
+            priority=child.priority,
         )
         child.parent.children[self._child_key(head.key, 0)] = head
         child.key, child.slots, child.parent = child.key[length:], child.slots[length:], head

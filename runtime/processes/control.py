@@ -59,6 +59,13 @@ class SchedulerStatus:
     spec_accepted_tokens: int = 0
     verify_steps: int = 0
     """Model steps that verified drafts (a batch's step counts once)."""
+    storage_hit_tokens: int = 0
+    """Of `cached_tokens`, those loaded from the storage tier (the rest were in the device pool)."""
+    storage_blocks_written: int = 0
+    storage_blocks_read: int = 0
+    storage_blocks_rejected: int = 0
+    """Stored blocks found corrupt, truncated or foreign: removed, their tokens recomputed."""
+    storage_write_errors: int = 0
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)

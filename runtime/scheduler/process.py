@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import traceback
+from dataclasses import asdict
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
 
@@ -149,6 +150,7 @@ def scheduler_status(scheduler: Scheduler) -> SchedulerStatus:
         eager_steps=steps.eager_steps,
         static_step_fallbacks=steps.static_fallbacks,
         verify_steps=steps.verify_steps,
+        **(asdict(scheduler.hicache.stats) if scheduler.hicache is not None else {}),
     )
 
 

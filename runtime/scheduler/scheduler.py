@@ -21,6 +21,7 @@ from sglang.ops.step import StepError
 from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.manager import LoraManager
+from sglang.runtime.memory.hierarchical_cache import build_hierarchical_cache
 from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
@@ -65,7 +66,10 @@ class Scheduler:
         needs nothing else; a draft model is built by the caller)."""
         self.runner = runner
         self.allocator = allocator
-        self.cache = RadixCache(page_size=allocator.page_size, disable=args.disable_radix_cache)
+        self.cache = RadixCache(
+            page_size=allocator.page_size, disable=args.disable_radix_cache, eviction=args.radix_eviction_policy
+        )
+        self.hicache = build_hierarchical_cache(args, self.cache, allocator, runner, self.free_slots)
         self.args = args
         self.tail_text = tail_text
         self.eos_token_ids = eos_token_ids
@@ -77,7 +81,13 @@ class Scheduler:
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.finished_updates: list[TokenUpdate] = []
-        self.stats = {"prompt_tokens": 0, "generation_tokens": 0, "cached_tokens": 0, "retractions": 0}
+        self.stats = {
+            "prompt_tokens": 0,
+            "generation_tokens": 0,
+            "cached_tokens": 0,
+            "storage_hit_tokens": 0,
+            "retractions": 0,
+        }
         self.stats |= dict.fromkeys(verify_step.TOTALS, 0)
         self.speculator = speculator or build_speculator(speculative_config(args))
 
@@ -120,7 +130,9 @@ class Scheduler:
         return bool(self.waiting or self.running or self.finished_updates)
 
     def flush_cache(self) -> bool:
-        """Empties the prefix cache; refused (False) while requests run or wait."""
+        """Empties the device tier of the prefix cache; refused (False) while requests run or
+        wait. The storage tier keeps its blocks (they are still valid KV of this model): delete
+        the storage folder to drop them."""
         if self.waiting or self.running:
             return False
         self.cache.reset()
@@ -207,6 +219,9 @@ class Scheduler:
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
                 self._finish(req)
                 continue
+            device_hit = match.num_cached
+            if self.hicache is not None:  # stored blocks after the device match come back first
+                match = self.hicache.load_prefix(req.cache_ids(limit), match)
             if share_prefills and waits_for_shared_prefill(req.cache_ids(limit), match.num_cached, prefilling):
                 continue
             if self.lora is not None:
@@ -222,8 +237,12 @@ class Scheduler:
                 break
             req.match, req.slots = match, match.slots
             if not req.output_ids:  # a resumed request keeps its first admission's figure
+                self.cache.record_hit(match.last_node)
+                if self.hicache is not None:
+                    self.hicache.on_hit(match, req.cache_ids(len(req.fill_ids)))
                 req.cached_tokens = match.num_cached
                 self.stats["cached_tokens"] += match.num_cached
+                self.stats["storage_hit_tokens"] += match.num_cached - device_hit
             self.waiting.remove(req)
             self.running.append(req)
             reserve += self._promised_tokens(req)
@@ -275,7 +294,9 @@ class Scheduler:
 
     def _release_kv(self, req: Req) -> None:
         if req.match is not None:
-            self.cache.cache_finished(req.cache_ids(req.kv_len), req.slots, req.match, self.free_slots)
+            if self.hicache is not None:
+                self.hicache.on_cached(req.cache_ids(req.kv_len), req.slots)
+            self.cache.cache_finished(req.cache_ids(req.kv_len), req.slots, req.match, self.free_slots, req.priority)
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
         self._release_lora_slot(req)
 
@@ -375,7 +396,11 @@ class Scheduler:
             # Prefill is complete (its last chunk may be a single token): share its pages
             # with requests arriving meanwhile.
             computed = req.cache_ids(req.kv_len)
-            req.match, req.slots = self.cache.cache_unfinished(computed, req.slots, req.match, self.free_slots)
+            if self.hicache is not None:
+                self.hicache.on_cached(computed, req.slots)
+            req.match, req.slots = self.cache.cache_unfinished(
+                computed, req.slots, req.match, self.free_slots, req.priority
+            )
         if req.stream and e.samples:
             self.finished_updates.append(self._update(req))
 

@@ -68,6 +68,12 @@ class ServerMetrics:
             "spec_draft_tokens": "Drafted tokens verified (speculative decoding).",
             "spec_accepted_tokens": "Drafted tokens accepted (speculative decoding).",
         }
+        step_docs |= {
+            "storage_blocks_written": "KV blocks written to the hierarchical cache's storage tier.",
+            "storage_blocks_read": "KV blocks loaded from the storage tier into the device pool.",
+            "storage_blocks_rejected": "Stored KV blocks found corrupt, truncated or foreign (recomputed).",
+            "storage_write_errors": "KV blocks the storage tier could not write (full or read-only).",
+        }
         self.step_counts = {key: Counter(f"sglang_{key}", doc, registry=r) for key, doc in step_docs.items()}
         self.spec_verify_calls = Counter(
             "sglang:spec_verify_calls", "Decode steps of requests with speculative decoding on.", names, registry=r
@@ -79,6 +85,12 @@ class ServerMetrics:
             "sglang:spec_accept_rate", "Share of drafted tokens accepted.", names, registry=r
         ).labels(**self.labels)
         self._spec_verify_seen = 0
+        self.tier_hit_tokens = Gauge(
+            "sglang_cache_hit_tokens", "Prompt tokens served from each cache tier since start.", ["tier"], registry=r
+        )
+        self.tier_hit_rate = Gauge(
+            "sglang_cache_tier_hit_rate", "Share of prompt tokens served from each cache tier.", ["tier"], registry=r
+        )
         self._step_counts_seen = dict.fromkeys(self.step_counts, 0)
 
     def observe_finished(self, meta: dict[str, Any]) -> None:
@@ -113,6 +125,10 @@ class ServerMetrics:
         self.kv_usage.set(status.kv_tokens_in_use / total)
         self.token_usage.set(used / total)
         self.used_tokens.set(used)
+        storage = status.storage_hit_tokens
+        for tier, hits in (("device", status.cached_tokens - storage), ("storage", storage)):
+            self.tier_hit_tokens.labels(tier=tier).set(hits)
+            self.tier_hit_rate.labels(tier=tier).set(hits / prompt if prompt else 0.0)
         for key, counter in self.step_counts.items():
             # The scheduler keeps running totals; a counter only moves forward by the difference.
             count = getattr(status, key)

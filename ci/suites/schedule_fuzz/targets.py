@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from sglang.ci.suites.schedule_fuzz.strategies import FULL, INTERPRETED, Workloa
 from sglang.platforms.registry import platform_class
 from sglang.runtime.engine import Engine
 from sglang.runtime.loader.model_loading import KERNEL_FAMILIES_ENV
+from sglang.runtime.memory.hierarchical_cache import STORAGE_DIR_ENV
 
 POOL_TOKENS = 2048
 """KV pool of every fuzzed engine: the regression schedule's pool, and small enough that the
@@ -33,6 +35,17 @@ CHUNK_TOKENS = 128
 CAPTURE_MAX_BATCH = 8
 """Decode batches up to 8 rows replay captured steps (each bucket costs a capture on first use);
 8 covers the `n = 8` regression schedule."""
+HICACHE_ARGS: dict[str, Any] = {
+    "enable_hierarchical_cache": True,
+    "hicache_storage_backend": "file",
+    "hicache_write_policy": "write_back",
+    "hicache_storage_backend_extra_config": '{"block_tokens": 16}',
+    "radix_eviction_policy": "lfu",
+    "max_total_tokens": POOL_TOKENS // 2,
+}
+"""The hierarchical cache on a pool half the others' size: prefixes leave the pool often, are
+stored on their way out (write_back) and come back from the storage tier (a fresh folder per
+engine), which the oracle's outputs must not notice."""
 ENGINE_ARGS: dict[str, Any] = {
     "max_total_tokens": POOL_TOKENS,
     "chunked_prefill_size": CHUNK_TOKENS,
@@ -58,6 +71,8 @@ class FuzzTarget:
     env: dict[str, str] = field(default_factory=dict)
     lora: bool = False
     """Serves the fuzz adapters (`lora_adapters.ADAPTERS`), which the workloads then draw from."""
+    slow_only: bool = False
+    """Left out of the default run (CI budget): fuzzed and its regressions run under `-m slow`."""
 
     def unavailable(self) -> str | None:
         """Why this machine cannot run the target, or None. Checked with the target's environment."""
@@ -86,6 +101,7 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
         FuzzTarget(f"cpu-{cpp}-lora", "cpu", {**capture, "max_loras_per_batch": 2}, FULL, 2, 30, cpp, lora=True),
         # Speculative decoding: verify steps (extends) among captured decode steps.
         FuzzTarget(f"cpu-{cpp}-ngram", "cpu", {**capture, **ngram}, FULL, 2, 40, cpp),
+        FuzzTarget(f"cpu-{cpp}-hicache", "cpu", {**capture, **HICACHE_ARGS}, FULL, 2, 30, cpp, slow_only=True),
         FuzzTarget("cpu-torch_native", "cpu", eager, FULL, 3, 30, "torch_native", native),
         FuzzTarget("cpu-reference", "cpu", {**capture, "reference_ops": True}, FULL, 2, 30, None),
         # Capture would trace interpreted kernels; this target checks the kernels, not capture.
@@ -105,7 +121,8 @@ def attention_family(engine: Engine) -> str | None:
 @contextlib.contextmanager
 def started(target: FuzzTarget, model: Path, **overrides: Any) -> Iterator[Engine]:
     """The target's engine serving `model`, its environment set while it lives; shut down after."""
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as storage:
+        patch.setenv(STORAGE_DIR_ENV, storage)  # where a target with the storage tier keeps it
         for name, value in target.env.items():
             patch.setenv(name, value)
         engine = Engine(str(model), device=target.device, **{**ENGINE_ARGS, **target.engine_args, **overrides})
