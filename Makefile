@@ -49,7 +49,7 @@ test: setup
 	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter,tpu-xla-cpu --suites op_parity,model_parity
 	# The GPU run's script, every step up to its first device call (pins, install, op plans).
 	PYTHON=$(PY) OUT=$$(mktemp -d) bash ci/device_matrix.sh --dry-run
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=30
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow

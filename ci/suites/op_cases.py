@@ -276,6 +276,14 @@ CASES: list[OpCase] = [
     OpCase(
         "moe_route", "sigmoid_top3", lambda g, d: (distinct_logits(g, 5, 6, d), 3, "sigmoid", False), check=_check_route
     ),
+    OpCase(
+        "moe_route_grouped",
+        "e8_g4_top3",
+        # 8 experts in 4 groups, the best 2 groups kept, top-3; the bias (multiples of 1/64) only
+        # reorders selection, and every sum stays exact in bf16.
+        lambda g, d: (distinct_logits(g, 5, 8, d), torch.randperm(8, generator=g).float() / 64, 3, 4, 2, True, 2.5),
+        check=_check_route,
+    ),
     OpCase("moe_experts", "silu", _moe_experts(5, 4, 16, 24, 2, "silu")),
     OpCase("moe_experts", "gelu_top3", _moe_experts(11, 6, 32, 8, 3, "gelu_pytorch_tanh")),
     # 8 experts, top-2, hidden and intermediate sizes that are not multiples of the GEMM tiles.
