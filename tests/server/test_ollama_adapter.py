@@ -14,10 +14,11 @@ from sglang.runtime.parsers import tool_format
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.ollama.convert import chat_request, generate_request, sampling_fields
 from sglang.runtime.server.ollama.protocol import ChatRequest, GenerateRequest
-from sglang.runtime.server.ollama.responses import ChunkStream, assistant_message, done_fields
-from sglang.runtime.server.openai.chat import ToolParsing
+from sglang.runtime.server.ollama.responses import ChunkStream, assistant_message, done_fields, split_thinking
+from sglang.runtime.server.openai.chat import ReasoningSplit, ToolParsing
 from sglang.runtime.server.openai.protocol import ChatCompletionRequest, CompletionRequest
 
+THINK = ReasoningSplit("qwen3", None, stream_reasoning=True)
 TOOLS = ToolParsing(frozenset({"get_weather"}), forced=False, fmt=tool_format(None))
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
@@ -78,9 +79,27 @@ def test_generate_request_conversion_and_refusals() -> None:
     assert templated.response_format is not None and templated.response_format.type == "json_object"
     raw = generate_request(GenerateRequest.model_validate({"model": "m", "prompt": "Hi", "raw": True}))
     assert isinstance(raw, CompletionRequest) and raw.prompt == "Hi" and raw.max_tokens is None
-    for field, value in (("images", ["AA=="]), ("suffix", "end"), ("context", [1, 2]), ("think", True)):
+    for field, value in (("images", ["AA=="]), ("suffix", "end"), ("context", [1, 2])):
         with pytest.raises(ApiError, match=field):
             generate_request(GenerateRequest.model_validate({"model": "m", "prompt": "Hi", field: value}))
+    with pytest.raises(ApiError, match="think"):  # thinking is switched by the template a raw prompt skips
+        generate_request(GenerateRequest.model_validate({"model": "m", "prompt": "Hi", "raw": True, "think": True}))
+    thinking = generate_request(GenerateRequest.model_validate({"model": "m", "prompt": "Hi", "think": False}))
+    assert thinking.chat_template_kwargs == {"enable_thinking": False, "thinking": False}
+
+
+def test_thinking_is_separated_whole_and_streamed() -> None:
+    split = split_thinking("<think>plan</think>Paris.", THINK)
+    assert (split.reasoning, split.content) == ("plan", "Paris.")
+    message = assistant_message(split.content, None, split.reasoning)
+    assert message == {"role": "assistant", "content": "Paris.", "thinking": "plan"}
+    stream = ChunkStream("m", True, None, THINK)
+    text, chunks = "", []
+    for k, piece in enumerate(["<thi", "nk>pl", "an</th", "ink>Par", "is."]):
+        text += piece
+        chunks += stream.update(output(text, {"type": "stop"} if k == 4 else None))
+    assert "".join(c["message"].get("thinking", "") for c in chunks) == "plan"
+    assert "".join(c["message"]["content"] for c in chunks) == "Paris."
 
 
 def test_final_fields_and_tool_calls() -> None:

@@ -81,11 +81,12 @@ def sampling_fields(options: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _common_fields(request: _Generation) -> dict[str, Any]:
-    if request.think:
-        raise _refuse("think", "this server separates no thinking from its model's answers")
     if request.logprobs or request.top_logprobs:
         raise _refuse("logprobs", "log probabilities are not served on the Ollama API; use /v1/chat/completions")
     fields = {"model": request.model, **sampling_fields(request.options)}
+    if request.think is not None:
+        # Templates read `enable_thinking` (Qwen3, GLM-4.5) or `thinking` (DeepSeek-V3, Kimi K2).
+        fields["chat_template_kwargs"] = dict.fromkeys(("enable_thinking", "thinking"), bool(request.think))
     if request.format == "json":
         fields["response_format"] = {"type": "json_object"}
     elif isinstance(request.format, dict):
@@ -144,6 +145,8 @@ def generate_request(request: GenerateRequest) -> ChatCompletionRequest | Comple
         if getattr(request, field):
             raise _refuse(field, why)
     fields = _common_fields(request)
+    if request.raw and request.think is not None:
+        raise _refuse("think", "a raw prompt gets no chat template, which is what turns thinking on or off")
     if request.raw:
         # Raw prompts get no template, so no system prompt either (as in Ollama).
         # Without num_predict there is no limit, as in Ollama (not OpenAI's 16).

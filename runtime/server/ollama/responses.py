@@ -4,8 +4,10 @@ A stream is one JSON object per line: each carries its new text (`message.conten
 `response` for generate) and `done: false`; the last one has `done: true`, the done reason
 (`stop` or `length`), the token counts and durations (nanoseconds), and for chat any tool
 calls. Text that may still become a tool call is held back (`ToolCallStream`), so streamed
-content is never contradicted by the calls parsed at the end. Errors are `{"error": message}`,
-Ollama's shape, as a body or, once a stream began, as its last line.
+content is never contradicted by the calls parsed at the end. With `think` and a server
+`--reasoning-parser`, the model's thinking goes to `thinking` (chat: `message.thinking`).
+Errors are `{"error": message}`, Ollama's shape, as a body or, once a stream began, as its
+last line.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sglang.runtime.parsers import ToolCallStream, parse_tool_calls
-from sglang.runtime.server.openai.chat import ToolParsing
+from sglang.runtime.parsers import ReasoningDelta, ReasoningParser, ToolCallStream, parse_tool_calls
+from sglang.runtime.server.openai.chat import ReasoningSplit, ToolParsing
 from sglang.runtime.server.openai.responses import finish_reason
 
 
@@ -53,8 +55,18 @@ def ollama_tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def assistant_message(text: str, tools: ToolParsing | None) -> dict[str, Any]:
-    """The whole output as a chat message, its tool calls parsed out."""
+def split_thinking(text: str, reasoning: ReasoningSplit | None) -> ReasoningDelta:
+    """A whole output's thinking and answer (all answer without a reasoning split)."""
+    if reasoning is None:
+        return ReasoningDelta(content=text)
+    parser = reasoning.parser(streaming=False)
+    return parser.feed(text) + parser.finish()
+
+
+def assistant_message(text: str, tools: ToolParsing | None, thinking: str = "") -> dict[str, Any]:
+    """The whole answer as a chat message, its tool calls parsed out, with the thinking if any."""
+    if thinking:
+        return {**assistant_message(text, tools), "thinking": thinking}
     if tools is not None:
         parsed = parse_tool_calls(text, tools.names, tools.fmt)
         if parsed.calls:
@@ -70,8 +82,11 @@ class ChunkStream:
     """The chunks of one streamed output (`chat`: messages; otherwise generate's `response`),
     fed its cumulative outputs in order."""
 
-    def __init__(self, model: str, chat: bool, tools: ToolParsing | None) -> None:
+    def __init__(
+        self, model: str, chat: bool, tools: ToolParsing | None, reasoning: ReasoningSplit | None = None
+    ) -> None:
         self.model, self.chat = model, chat
+        self.reasoning: ReasoningParser | None = None if reasoning is None else reasoning.parser(streaming=True)
         self.tools: ToolCallStream | None = None if tools is None else tools.stream()
         self.tool_names = frozenset() if tools is None else tools.names
         self.sent = 0
@@ -81,19 +96,27 @@ class ChunkStream:
         done = finish_reason(meta) is not None
         calls: list[dict[str, Any]] = []
         piece, self.sent = full[self.sent :], max(self.sent, len(full))
+        thinking = ""
+        if self.reasoning is not None:
+            split = self.reasoning.feed(piece) + (self.reasoning.finish() if done else ReasoningDelta())
+            thinking, piece = split.reasoning, split.content
         if self.tools is not None:
             piece = self.tools.feed(piece).content
             if done:
                 piece += self.tools.finish().content
                 calls = parse_tool_calls(self.tools.text, self.tool_names, self.tools.fmt).calls
-        if not piece and not done:
+        if not piece and not thinking and not done:
             return []
         chunk: dict[str, Any] = {"model": self.model, "created_at": timestamp()}
         if self.chat:
             chunk["message"] = {"role": "assistant", "content": piece}
+            if thinking:
+                chunk["message"]["thinking"] = thinking
             if calls:
                 chunk["message"]["tool_calls"] = ollama_tool_calls(calls)
         else:
             chunk["response"] = piece
+            if thinking:
+                chunk["thinking"] = thinking
         chunk.update(done_fields(meta) if done else {"done": False})
         return [chunk]

@@ -26,9 +26,10 @@ from sglang.runtime.server.ollama.responses import (
     assistant_message,
     done_fields,
     ollama_error_body,
+    split_thinking,
     timestamp,
 )
-from sglang.runtime.server.openai.chat import ToolParsing, chat_plan
+from sglang.runtime.server.openai.chat import ReasoningSplit, ToolParsing, chat_plan
 from sglang.runtime.server.openai.chat_template import ChatTemplateError, resolve_chat_template
 from sglang.runtime.server.openai.completions import completion_plan
 from sglang.runtime.server.openai.protocol import ChatCompletionRequest
@@ -160,9 +161,12 @@ async def chat(request: Request) -> Response:
     adapter = _check_model(state, body.model)
     if not body.messages:
         return _loaded(body.model, True, body.stream)
-    plan = chat_plan(chat_request(body), state.tokenizer, _template(state), None, state.args.tool_call_parser)
+    reasoning_parser = _thinking_parser(state, body.think)
+    plan = chat_plan(
+        chat_request(body), state.tokenizer, _template(state), reasoning_parser, state.args.tool_call_parser
+    )
     plan.input.lora_path = adapter
-    return await _respond(state, body.model, plan.input, plan.names, body.stream, True, plan.tools)
+    return await _respond(state, body.model, plan.input, plan.names, body.stream, True, plan.tools, plan.reasoning)
 
 
 @router.post("/api/generate", openapi_extra=_documented(GenerateRequest))
@@ -173,12 +177,23 @@ async def generate(request: Request) -> Response:
     if not body.prompt:
         return _loaded(body.model, False, body.stream)
     converted = generate_request(body)
+    reasoning = None
     if isinstance(converted, ChatCompletionRequest):
-        plan: Any = chat_plan(converted, state.tokenizer, _template(state))
+        plan: Any = chat_plan(converted, state.tokenizer, _template(state), _thinking_parser(state, body.think))
+        reasoning = plan.reasoning
     else:
         plan = completion_plan(converted, state.tokenizer.decode)
     plan.input.lora_path = adapter
-    return await _respond(state, body.model, plan.input, plan.names, body.stream, False, None)
+    return await _respond(state, body.model, plan.input, plan.names, body.stream, False, None, reasoning)
+
+
+def _thinking_parser(state: ServerState, think: bool | str | None) -> str | None:
+    """The reasoning parser that separates thinking when the request asks for it (`think`)."""
+    if not think:
+        return None
+    if state.args.reasoning_parser is None:
+        raise ApiError(400, "think needs a server started with --reasoning-parser", "think")
+    return state.args.reasoning_parser
 
 
 async def _respond(
@@ -189,16 +204,21 @@ async def _respond(
     stream: bool,
     chat: bool,
     tools: ToolParsing | None,
+    reasoning: ReasoningSplit | None = None,
 ) -> Response:
     if not stream:
         started = time.monotonic()
         (output,) = await run_to_end(state.manager, obj, names)
         meta = {"e2e_latency": time.monotonic() - started, **output["meta_info"]}
         body: dict[str, Any] = {"model": model, "created_at": timestamp()}
-        body.update({"message": assistant_message(output["text"], tools)} if chat else {"response": output["text"]})
+        split = split_thinking(output["text"], reasoning)
+        if chat:
+            body["message"] = assistant_message(split.content, tools, split.reasoning)
+        else:
+            body.update(response=split.content, **({"thinking": split.reasoning} if split.reasoning else {}))
         return json_response({**body, **done_fields(meta)})
     first, outputs = await start_stream(state.manager, obj, names)
-    chunks = ChunkStream(model, chat, tools)
+    chunks = ChunkStream(model, chat, tools, reasoning)
     render = lambda output: [orjson.dumps(chunk) + b"\n" for chunk in chunks.update(output)]
     error = lambda api: orjson.dumps(ollama_error_body(api.status, api.message)) + b"\n"
     return StreamingResponse(stream_body(first, outputs, render, error, names), media_type="application/x-ndjson")
