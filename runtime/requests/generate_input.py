@@ -173,7 +173,12 @@ class GenerateInput:
         """As upstream: one string for a batch is the prefix of per-prompt ids."""
         if isinstance(self.rid, str) and self.is_batch:
             return f"{self.rid}-{i}"
-        return self._pick("rid", i, count) or uuid.uuid4().hex
+        rid = self._pick("rid", i, count)
+        if isinstance(rid, list):  # a list for a single prompt: upstream takes one entry per prompt
+            if len(rid) != 1:
+                raise InvalidRequestError(f"rid has {len(rid)} entries for 1 prompt", "rid")
+            rid = rid[0]
+        return rid or uuid.uuid4().hex
 
     def _prompts(self) -> list[Any]:
         if self.text is not None:

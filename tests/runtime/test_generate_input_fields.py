@@ -57,6 +57,13 @@ def test_a_batch_rid_string_prefixes_the_prompts() -> None:
     assert [i.rid for i in GenerateInput.from_dict({"text": ["a", "b"], "rid": ["x", "y"]}).split()] == ["x", "y"]
 
 
+def test_a_rid_list_for_one_prompt_takes_one_entry() -> None:
+    """The schema fuzzer found a 500 here: a two-entry rid list on a one-prompt chat request."""
+    assert [i.rid for i in GenerateInput.from_dict({"text": "a", "rid": ["x"]}).split()] == ["x"]
+    with pytest.raises(InvalidRequestError, match="rid has 2 entries for 1 prompt"):
+        GenerateInput.from_dict({"text": "a", "rid": ["x", "y"]}).split()
+
+
 def test_implemented_flags_reach_the_single_inputs() -> None:
     (item,) = GenerateInput.from_dict(
         {"text": "Hi", "log_metrics": False, "return_entropy": True, "return_prompt_token_ids": True}
