@@ -45,8 +45,9 @@ test: setup
 	# Static import resolution (pyright's) finds a file for every sglang.* import: editors can follow them.
 	$(PY) scripts/check_imports.py
 	# Matrix rows that run somewhere other than the device they are about, labelled so: the Triton
-	# kernels in Triton's interpreter (cpu tensors), and the tpu platform on XLA:CPU.
-	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter,tpu-xla-cpu --suites op_parity,model_parity
+	# kernels in Triton's interpreter (cpu tensors), and the tpu platform on XLA:CPU; slow-marked
+	# cases are left to `make matrix`.
+	$(PY) -m sglang.ci.matrix --echo --devices triton-interpreter,tpu-xla-cpu --suites op_parity,model_parity -- -m "not slow"
 	# The GPU run's script, every step up to its first device call (pins, install, op plans).
 	PYTHON=$(PY) OUT=$$(mktemp -d) bash ci/device_matrix.sh --dry-run
 	$(PY) -m pytest -q -m "not slow" --durations=30

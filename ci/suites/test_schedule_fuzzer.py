@@ -36,6 +36,9 @@ from sglang.ci.suites.schedule_fuzz.targets import POOL_TOKENS, FuzzTarget, fuzz
 from sglang.ci.suites.schedule_fuzz.workload import RequestSpec, Workload
 from sglang.runtime.engine import Engine
 
+MANY_EXAMPLES = 10
+"""Examples from which a speculative target must have verified drafts (the slow run's count)."""
+
 
 @dataclass
 class FuzzStats:
@@ -118,8 +121,12 @@ def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, dera
         f"{after['storage_hit_tokens'] - before['storage_hit_tokens']} tokens from the storage tier, "
         f"{len(stats.near_ties)} near ties, {time.perf_counter() - started_at:.0f} s"
     )
-    if "speculative_algorithm" in target.engine_args:
-        assert accepted > 0, f"{target.id}: no drafted token was accepted, so no verify step was checked"
+    if "speculative_algorithm" in target.engine_args and stats.examples >= MANY_EXAMPLES:
+        # The default run's two examples may draft nothing (short random outputs); with many, verify
+        # steps must have run. tests/runtime/test_speculative.py checks accepted runs
+        # deterministically in every run.
+        drafted = after["spec_draft_tokens"] - before["spec_draft_tokens"]
+        assert drafted > 0, f"{target.id}: no drafted token was verified, so no verify step was checked"
     for line in stats.near_ties:
         print(f"  near tie {line}")
     assert stats.examples == examples, f"hypothesis ran {stats.examples} of {examples} examples"

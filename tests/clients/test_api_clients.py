@@ -12,7 +12,9 @@ the embedded model (with an API key, so every client proves it sends it).
   OpenAI provider against our OpenAI routes. (`sgl.Anthropic` runs the same programs in the
   program suite's `anthropic` column, tests/frontend/test_program_suite.py.)
 Each client runs the collected checks in one subprocess; each is reported as its own test. The
-`SLOW` ones run under `-m slow` only.
+`SLOW` ones, and every LiteLLM program (its venv takes the longest to build and import; its
+request building is tested without a server in tests/frontend/test_lang_chat_apis.py), run
+under `-m slow` only.
 
 Cost: one server (loads while the venvs are found), the three subprocesses, about 40 short
 greedy generations; the venvs take about two minutes on their first build.
@@ -137,7 +139,8 @@ def test_ollama_client(check: str, ollama_results: dict[str, Any]) -> None:
     _assert_passed(ollama_results, check)
 
 
-@pytest.mark.parametrize("program", _params(LITELLM_PROGRAMS))
+@pytest.mark.slow  # LiteLLM's venv build and import cost about two minutes of the CI budget
+@pytest.mark.parametrize("program", LITELLM_PROGRAMS)
 def test_litellm_backend_runs_chat_programs(program: str, litellm_results: dict[str, Any]) -> None:
     _assert_passed(litellm_results, program)
 

@@ -75,7 +75,7 @@ BAD_BODIES = [
     {"text": ""},
     {"input_ids": [-1]},
     {"text": "Hi", "routed_dp_rank": 1},
-    {"text": "Hi", "lora_path": "adapter"},
+    {"text": "Hi", "lora_path": 3},  # a name (or a list of names); which are loaded is known at run time
     {"text": "Hi", "image_data": "http://x/cat.png"},
 ]
 

@@ -97,8 +97,11 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
     return (
         FuzzTarget(f"cpu-{cpp}-capture", "cpu", capture, FULL, 3, 40, cpp),
         FuzzTarget(f"cpu-{cpp}-eager", "cpu", eager, FULL, 3, 40, cpp),
-        # Three adapters and the base model over two device slots: requests wait for slots.
-        FuzzTarget(f"cpu-{cpp}-lora", "cpu", {**capture, "max_loras_per_batch": 2}, FULL, 2, 30, cpp, lora=True),
+        # Three adapters and the base model over two device slots: requests wait for slots (slow:
+        # the CI budget; tests/lora checks mixed adapter batches against PEFT by default).
+        FuzzTarget(
+            f"cpu-{cpp}-lora", "cpu", {**capture, "max_loras_per_batch": 2}, FULL, 2, 30, cpp, lora=True, slow_only=True
+        ),
         # Speculative decoding: verify steps (extends) among captured decode steps.
         FuzzTarget(f"cpu-{cpp}-ngram", "cpu", {**capture, **ngram}, FULL, 2, 40, cpp),
         FuzzTarget(f"cpu-{cpp}-hicache", "cpu", {**capture, **HICACHE_ARGS}, FULL, 2, 30, cpp, slow_only=True),
