@@ -18,7 +18,7 @@ from typing import Any
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError
-from sglang.runtime.server.openai.responses import openai_error
+from sglang.runtime.server.openai.responses import first_output, openai_error
 
 logger = logging.getLogger(__name__)
 
@@ -31,15 +31,7 @@ async def start_stream(
     """Starts `obj` (one prompt, one choice) streaming and waits for its first cumulative
     output; raises an ApiError (fields named as in `names`) if it fails before that."""
     outputs = manager.generate(replace(obj, stream=True))
-    try:
-        first = await anext(outputs)
-    except Exception as e:
-        await outputs.aclose()
-        api = openai_error(e, names)
-        if api is None:
-            raise
-        raise api from e
-    return first, outputs
+    return await first_output(outputs, names), outputs
 
 
 async def stream_body(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,19 @@ async def run_to_end(manager: TokenizerManager, obj: Any, names: Mapping[str, st
             raise
         raise api from e
     return out if isinstance(out, list) else [out]
+
+
+async def first_output(outputs: AsyncIterator[dict[str, Any]], names: Mapping[str, str]) -> dict[str, Any]:
+    """The first output of a stream; a failure before it closes `outputs` and is an ApiError
+    (so a stream that cannot start is an HTTP error, not an error event)."""
+    try:
+        return await anext(outputs)
+    except Exception as e:
+        await outputs.aclose()
+        api = openai_error(e, names)
+        if api is None:
+            raise
+        raise api from e
 
 
 def json_response(body: dict[str, Any]) -> Response:

@@ -27,7 +27,14 @@ from fastapi.responses import StreamingResponse
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError, error_body
-from sglang.runtime.server.openai.responses import ResponseHeader, json_response, openai_error, run_to_end, usage
+from sglang.runtime.server.openai.responses import (
+    ResponseHeader,
+    first_output,
+    json_response,
+    openai_error,
+    run_to_end,
+    usage,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -166,14 +173,7 @@ async def open_stream(
     """Starts one generation per choice of `obj` and waits for the first output, so that an
     early error is an HTTP error; then the rest streams as SSE."""
     events = merged([manager.generate(one) for one in per_choice_inputs(obj)])
-    try:
-        first = await anext(events)
-    except Exception as e:
-        await events.aclose()
-        api = openai_error(e, names)
-        if api is None:
-            raise
-        raise api from e
+    first = await first_output(events, names)
     return StreamingResponse(_body(first, events, chunker, names), media_type="text/event-stream")
 
 
