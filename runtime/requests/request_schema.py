@@ -96,7 +96,12 @@ def generate_schema() -> dict[str, Any]:
     hints = typing.get_type_hints(GenerateInput)
     sampling = sampling_params_schema()
     properties = {f.name: _type_schema(hints[f.name]) for f in dataclasses.fields(GenerateInput)}
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+        "examples": [{"text": "The capital of France is", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}],
+    }
     properties["sampling_params"] = {
         "anyOf": [sampling, {"type": "array", "items": sampling}, {"type": "null"}],
     }

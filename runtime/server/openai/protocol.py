@@ -144,16 +144,34 @@ class SamplingFields(_Extras):
     priority: StrictInt | None = None
 
 
+_TEXT = {"type": "string", "minLength": 1}
+_IDS = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}
+PROMPT_SCHEMA = {
+    "anyOf": [
+        _TEXT,
+        {"type": "array", "items": _TEXT, "minItems": 1},
+        _IDS,
+        {"type": "array", "items": _IDS, "minItems": 1},
+    ]
+}
+"""`prompt` as the runtime checks it: no empty prompt, no negative token id (the vocabulary's
+upper bound is the served model's, checked by validation alone)."""
+
+
 class CompletionRequest(SamplingFields):
     """`prompt`: a string, a list of strings, token ids, or a list of token-id lists. `max_tokens`
-    defaults to 16 as in OpenAI; `null` means up to the context length."""
+    defaults to 16 as in OpenAI; `null` means up to the context length. `suffix` is refused when
+    set, and `best_of` unless it equals `n`."""
 
-    prompt: StrictStr | list[StrictStr] | list[StrictInt] | list[list[StrictInt]]
+    model_config = ConfigDict(json_schema_extra={"examples": [{"prompt": "The capital of France is", "max_tokens": 8}]})
+    prompt: Annotated[
+        StrictStr | list[StrictStr] | list[StrictInt] | list[list[StrictInt]], WithJsonSchema(PROMPT_SCHEMA)
+    ]
     max_tokens: int | None = Field(16, ge=0)
     echo: bool = False
     logprobs: int | None = Field(None, ge=0, le=20)
     best_of: int | None = None
-    suffix: str | None = None
+    suffix: Annotated[str | None, WithJsonSchema({"type": "null"})] = None
     json_schema: str | None = None
 
 
@@ -187,7 +205,7 @@ class ChatMessage(_Strict):
                 },
                 {
                     "required": ["tool_calls"],
-                    "properties": {"role": {"const": "assistant"}, "tool_calls": {"minItems": 1}},
+                    "properties": {"role": {"const": "assistant"}, "tool_calls": {"type": "array", "minItems": 1}},
                 },
             ]
         }
@@ -205,7 +223,7 @@ class ChatMessage(_Strict):
     @model_validator(mode="after")
     def _content_present(self) -> ChatMessage:
         if self.content is None and not (self.role == "assistant" and self.tool_calls):
-            raise ValueError(f"a {self.role} message needs content")
+            raise ValueError(f"{self.role!r} message needs content")
         if self.tool_calls and self.role != "assistant":
             raise ValueError("only assistant messages carry tool_calls")
         return self
@@ -263,6 +281,9 @@ class ChatCompletionRequest(SamplingFields):
     """`max_completion_tokens` (or the older `max_tokens`) defaults to the context's room.
     `tool_choice` defaults to "auto" with tools, "none" without."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}]}
+    )
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
