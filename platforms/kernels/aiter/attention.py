@@ -4,7 +4,8 @@ for everything else.
 The KV buffer keeps the default layout; its halves view as NHD blocks `[pages, P, Hk, D]`.
 Decode steps (every row one new token, no sliding window: the ragged kernel has none) read the
 cache through the CSR page view (`kv_indptr`, `kv_page_indices`, `kv_last_page_lens`, int32 on
-the device) with a float32 workspace sized for the step's partitions. Other steps gather each
+the device) with a workspace sized for the step's partitions. The ragged kernel takes pages of
+at most 32 tokens that divide its 256-token partition (the family declares them). Other steps gather each
 sequence's K/V by slot into packed `[sum(seq_lens), Hk, D]` tensors and run varlen attention,
 causal (aligned bottom-right, which covers cached prefixes) with the window as `(left, 0)`.
 """
@@ -25,10 +26,12 @@ PARTITION_SIZE = 256
 """KV positions per partition of AITER's split decode (its default)."""
 
 
-def workspace_bytes(rows: int, heads: int, head_dim: int, partitions: int) -> int:
-    """Partial outputs `[rows, heads, partitions, D]` plus max-logit and exp-sum `[rows, heads,
-    partitions]`, all float32."""
-    return (rows * heads * partitions * head_dim + 2 * rows * heads * partitions) * 4
+def workspace_bytes(rows: int, heads: int, head_dim: int, partitions: int, dtype: torch.dtype) -> int:
+    """Exp-sums and max-logits `[rows, heads, partitions]` in float32, then the partial outputs
+    `[rows, heads, partitions, D]` in the query's dtype: how AITER's ragged kernel carves the
+    buffer (csrc/cpp_itfs/pa/pa_ragged.cpp.jinja) and sizes it (op_tests/test_pa_ragged.py)."""
+    partials = rows * heads * partitions
+    return partials * head_dim * torch.empty((), dtype=dtype).element_size() + 2 * partials * 4
 
 
 @dataclass
@@ -54,7 +57,9 @@ class AiterAttention(AttentionBackend):
             meta.kv_page_indices = pages.indices.to(dev)
             meta.kv_last_page_lens = pages.last_page_len.to(dev)
             meta.max_num_partitions = math.ceil(longest / PARTITION_SIZE)
-            size = workspace_bytes(len(inputs.seq_lens), self.num_heads, self.head_dim, meta.max_num_partitions)
+            size = workspace_bytes(
+                len(inputs.seq_lens), self.num_heads, self.head_dim, meta.max_num_partitions, self.dtype
+            )
             meta.workspace = torch.empty(size, dtype=torch.uint8, device=dev)
         meta.cu_seqlens_q = torch.tensor(inputs.q_starts, dtype=torch.int32).to(dev)
         meta.cu_seqlens_k = torch.tensor(inputs.kv_starts, dtype=torch.int32).to(dev)
