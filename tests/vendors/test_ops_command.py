@@ -60,11 +60,13 @@ def test_vendor_present_and_missing(device: str, capsys) -> None:
     assert missing["rms_norm"]["family"] == FALLBACK[device]
 
 
-def test_npu_attention_needs_pages_of_16(capsys) -> None:
-    """Page size 1 cannot be a block table: npu attention falls back, and says why."""
-    row = _table(capsys, "npu")["attention_backend"]
-    reason = next(r["reason"] for r in row["rejected"] if r["family"] == "torch_npu")
-    assert "page size 1 not supported" in reason
+def test_npu_attention_needs_pages_of_128(capsys) -> None:
+    """The operator's prefill branch reads a block table only in blocks of 128 to 512 tokens in
+    steps of 128: other page sizes fall back, and say why."""
+    for page_size in ("1", "16"):
+        row = _table(capsys, "npu", "--page-size", page_size)["attention_backend"]
+        reason = next(r["reason"] for r in row["rejected"] if r["family"] == "torch_npu")
+        assert f"page size {page_size} not supported" in reason
     assert _table(capsys, "npu", "--page-size", "128")["attention_backend"]["family"] == "torch_npu"
 
 

@@ -4,6 +4,20 @@ npu_moe_init_routing, npu_moe_compute_expert_tokens, npu_grouped_matmul,
 npu_moe_finalize_routing), computing with our references or the documented equivalent logic;
 and `torch_npu.npu`'s graph capture (`NPUGraph`, `graph`, streams), emulated as below.
 
+Where the rules come from: Ascend/op-plugin, which defines torch_npu's custom operators, at
+commit 517f2e7d0f202f38b76310706cb977ca2388ad21 (master of 2026-08-21). The signatures are its
+op_plugin/config/op_plugin_functions.yaml; every other rule is the operator's API page under
+docs/zh/custom_APIs/torch_npu/, named at each check (torch_npu-npu_fused_infer_attention_score.md,
+torch_npu-npu_add_rms_norm.md, the beta pages of npu_rms_norm and npu_swiglu, and the MoE pages).
+The paged-prefill block-size rule reads the same on the 26.0.0 release branch (6ffd6e22).
+
+The rules of npu_fused_infer_attention_score the adapter relies on: the query's sequence length
+picks the branch. At Q_S = 1 (IncreFlashAttention) `sparse_mode`, `pre_tokens` and
+`next_tokens` are ignored and a mask is `(B, KV_S)`; so the stand-in ignores them too and
+rejects the 2048x2048 compressed mask there. At Q_S > 1 (PromptFlashAttention) a block table
+needs `block_size` 128..512 in steps of 128, sparse modes 2-4 need the compressed mask, and
+`actual_seq_lengths` are per-row lengths (cumulative only in the TND layout).
+
 The MoE functions record each argument as `describe` gives it (dtype, shape and device of a
 tensor, the value of a host scalar), so tests can check host versus device arguments."""
 
@@ -35,6 +49,9 @@ def describe(value: object) -> object:
 
 
 _MOE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_ATTENTION_DTYPES = (torch.float16, torch.bfloat16)
+_RMS_NORM_PAIRS = frozenset({(half, half) for half in _ATTENTION_DTYPES} | {(t, torch.float32) for t in _MOE_DTYPES})
+_COMPRESSED_MASK = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), diagonal=1)
 
 
 class _CapturedOps(TorchDispatchMode):
@@ -137,16 +154,30 @@ def graph_module(recorder: Recorder) -> ModuleType:
 
 def build(recorder: Recorder) -> dict:
     def npu_rms_norm(x, gamma, epsilon=1e-6):
+        # (self, gamma) dtype pairs of the A2/A3 table: fp16/bf16 with themselves or fp32, fp32 with fp32.
+        expect_tensor(x, "self")
+        expect((x.dtype, gamma.dtype) in _RMS_NORM_PAIRS, f"self {x.dtype} with gamma {gamma.dtype}")
+        expect(tuple(gamma.shape) == tuple(x.shape[x.dim() - gamma.dim() :]), "gamma is self's trailing shape")
         recorder.record("npu_rms_norm", epsilon=epsilon)
         return rms_norm(x, gamma, epsilon), torch.ones(x.shape[:-1])
 
     def npu_add_rms_norm(x1, x2, gamma, epsilon=1e-6):
+        # x1, x2: fp32/fp16/bf16, no empty tensors; gamma in x1's dtype, x1's trailing shape.
+        for t, what in ((x1, "x1"), (x2, "x2"), (gamma, "gamma")):
+            expect_tensor(t, what, dtype=x1.dtype)
+            expect(t.numel() > 0, f"{what}: empty tensors are not supported")
+        expect(x1.dtype in _MOE_DTYPES and x1.shape == x2.shape, "x1 and x2: same shape, fp32/fp16/bf16")
+        expect(tuple(gamma.shape) == tuple(x1.shape[x1.dim() - gamma.dim() :]), "gamma is x1's trailing shape")
         recorder.record("npu_add_rms_norm", epsilon=epsilon)
         summed = x1 + x2
         return rms_norm(summed, gamma, epsilon), torch.ones(x1.shape[:-1]), summed
 
     def npu_swiglu(x, dim=-1):
-        expect(dim == -1, "the gate/up split is on the last dimension")
+        # swish(A) * B, A the first half along dim; input contiguous, not empty, fp32/fp16/bf16.
+        expect_tensor(x, "input")
+        expect(x.dtype in _MOE_DTYPES, f"input: dtype {x.dtype} is not fp16/bf16/fp32")
+        expect(x.is_contiguous() and x.numel() > 0, "input: non-contiguous and empty tensors are not supported")
+        expect(dim == -1 and x.shape[-1] % 2 == 0, "the gate/up split is on an even last dimension")
         recorder.record("npu_swiglu")
         gate, up = x.chunk(2, dim=-1)
         return F.silu(gate) * up
@@ -156,6 +187,7 @@ def build(recorder: Recorder) -> dict:
         key,
         value,
         *,
+        pse_shift=None,
         atten_mask=None,
         actual_seq_lengths=None,
         actual_seq_lengths_kv=None,
@@ -167,37 +199,106 @@ def build(recorder: Recorder) -> dict:
         input_layout="BSH",
         num_key_value_heads=0,
         sparse_mode=0,
+        inner_precise=0,
         block_size=0,
+        softmax_lse_flag=False,
     ):
-        expect(isinstance(actual_seq_lengths_kv, list), "actual_seq_lengths_kv is a host list")
-        expect(actual_seq_lengths is None or isinstance(actual_seq_lengths, list), "actual_seq_lengths is a host list")
-        expect_tensor(block_table, "block_table", dtype=torch.int32, device_type=query.device.type, ndim=2)
-        expect(block_size % 16 == 0 and 16 <= block_size <= 512, f"block_size {block_size}: a multiple of 16 to 512")
-        expect(key.dim() == 3 and key.shape[1] == block_size, "paged key is [blocks, block_size, Hk * D]")
-        dim = key.shape[2] // num_key_value_heads
-        rows = block_table.shape[0]
-        expect(len(actual_seq_lengths_kv) == rows, "one KV length per block-table row")
+        # Keyword-only after query, key, value (op_plugin_functions.yaml); the quantization,
+        # prefix, padding and rope parameters are left out: an unquantized call passes none.
+        dev = query.device.type
+        # Query/key/value: fp16/bf16, ND, contiguous ("不支持非连续Tensor").
+        for t, what in ((query, "query"), (key, "key"), (value, "value")):
+            expect_tensor(t, what, device_type=dev)
+            expect(t.dtype in _ATTENTION_DTYPES, f"{what}: dtype {t.dtype} is not fp16/bf16")
+            expect(t.is_contiguous(), f"{what} must be contiguous")
+        expect(key.shape == value.shape, "key and value shapes must be identical")
+        expect(pse_shift is None and not softmax_lse_flag and inner_precise == 0, "no pse, no lse, high precision")
+        kv_heads = num_key_value_heads or num_heads
+        # num_key_value_heads: num_heads divisible by it, ratio <= 64; N <= 256.
+        expect(num_heads % kv_heads == 0 and num_heads // kv_heads <= 64, "num_heads / num_key_value_heads <= 64")
+        expect(num_heads <= 256, f"num_heads {num_heads} > 256")
+        # PageAttention: block_table int32 [B, maxBlockNumPerSeq]; KV as (blocknum, block_size, H)
+        # for BSH/BSND; actual_seq_lengths_kv required.
+        expect_tensor(block_table, "block_table", dtype=torch.int32, device_type=dev, ndim=2)
+        expect(key.dim() == 3 and key.shape[1] == block_size, "BSH/BSND paged KV is (blocknum, block_size, H)")
+        dim = key.shape[2] // kv_heads
+        expect(key.shape[2] == kv_heads * dim, "H is num_key_value_heads * D")
+        # D <= 512 and 16-byte aligned for fp16/bf16.
+        expect(dim <= 512 and dim * query.element_size() % 16 == 0, f"head dim {dim}: <= 512, 16-byte aligned")
+        expect(isinstance(actual_seq_lengths_kv, list), "actual_seq_lengths_kv is a host list (PageAttention)")
         if input_layout == "BSH":
-            expect(tuple(query.shape) == (rows, 1, num_heads * dim), "decode query is [B, 1, H * D]")
-            q = query.view(rows, num_heads, dim)
-            extend = [1] * rows
+            expect(query.dim() == 3 and query.shape[2] == num_heads * dim, "BSH query is (B, S, N * D)")
+            batch, q_len = query.shape[:2]
+        else:
+            expect(input_layout == "BSND", f"input_layout {input_layout!r}: BSH or BSND with BnBsH pages")
+            expect(query.dim() == 4 and tuple(query.shape[2:]) == (num_heads, dim), "BSND query is (B, S, N, D)")
+            batch, q_len = query.shape[:2]
+        expect(block_table.shape[0] == batch, "block_table is [B, maxBlockNumPerSeq]")
+        capacity = block_table.shape[1] * block_size
+        lens = actual_seq_lengths_kv
+        expect(len(lens) == batch, "one KV length per batch row")
+        expect(all(0 < n <= capacity for n in lens), "an actual KV length exceeds the row's blocks")
+        if q_len == 1:
+            # Decode branch (IncreFlashAttention): block_size nonzero, at most 512; sparse_mode,
+            # pre_tokens and next_tokens are ignored; a mask is (B, KV_S) with KV_S at least the
+            # block table's width times block_size.
+            # `actual_seq_lengths` is not read there (non-TND), so it is not checked either.
+            expect(0 < block_size <= 512, f"block_size {block_size}: decode takes (0, 512]")
+            mask = None
+            if atten_mask is not None:
+                expect_tensor(atten_mask, "atten_mask", dtype=torch.bool, device_type=dev, ndim=2)
+                expect(
+                    atten_mask.shape[0] == batch and atten_mask.shape[1] >= capacity,
+                    "at Q_S = 1 a mask is (B, KV_S), KV_S >= block_table width * block_size; sparse_mode is ignored",
+                )
+                mask = atten_mask
+            extend = [1] * batch
             window = None
         else:
-            expect(input_layout == "BSND" and rows == 1 and query.dim() == 4, "one sequence per BSND call")
+            # Prefill branch (PromptFlashAttention): over a block table, block_size 128..512 in
+            # steps of 128; sparse modes 2-4 take the 2048x2048 compressed mask,
+            # triu(ones, diagonal=1) as the npu_fusion_attention page builds it.
             expect(
-                sparse_mode in (3, 4) and atten_mask is not None and atten_mask.shape == (2048, 2048),
-                "causal attention takes sparse mode 3/4 with the 2048x2048 mask",
+                block_size % 128 == 0 and 128 <= block_size <= 512,
+                f"block_size {block_size}: with Q_S > 1 PageAttention takes 128..512 in steps of 128",
             )
+            expect(sparse_mode in (3, 4), "causal attention takes sparse mode 3 (rightDownCausal) or 4 (band)")
+            expect_tensor(atten_mask, "atten_mask", dtype=torch.bool, device_type=dev, ndim=2)
+            expect(atten_mask.shape == (2048, 2048), "sparse modes 2-4 take the (2048, 2048) compressed mask")
+            if atten_mask.data_ptr() not in recorder.seen_workspaces:
+                expect(torch.equal(atten_mask.cpu(), _COMPRESSED_MASK), "the compressed mask is triu(ones, 1)")
+                recorder.seen_workspaces.add(atten_mask.data_ptr())
             expect(next_tokens == 0, "nothing right of the query is visible")
-            q = query[0]
+            # Non-TND: per-batch lengths, each at most the query's S (not cumulative).
+            expect(isinstance(actual_seq_lengths, list) and len(actual_seq_lengths) == batch, "a host list per row")
+            expect(all(0 < n <= q_len for n in actual_seq_lengths), "actual_seq_lengths are per row, <= Q_S")
+            mask = None
             extend = actual_seq_lengths
             window = pre_tokens + 1 if sparse_mode == 4 else None
-        recorder.record("npu_fused_infer_attention_score", layout=input_layout, lengths=list(actual_seq_lengths_kv))
-        lens = actual_seq_lengths_kv
-        slots = [token_slots(block_table[r, : -(-lens[r] // block_size)], block_size, lens[r]) for r in range(rows)]
-        buffer = torch.stack([key.reshape(-1, num_key_value_heads, dim), value.reshape(-1, num_key_value_heads, dim)])
-        out = reference_attention(q, buffer, lens, extend, slots, layer_from(scale, window, None))
-        return out.view(query.shape), None
+        recorder.record(
+            "npu_fused_infer_attention_score",
+            layout=input_layout,
+            lengths=list(lens),
+            block_size=block_size,
+            masked=atten_mask is not None,
+            sparse_mode=sparse_mode if q_len > 1 else None,
+        )
+        q = query.reshape(batch * q_len, num_heads, dim)
+        slots = [token_slots(block_table[r, : -(-lens[r] // block_size)], block_size, lens[r]) for r in range(batch)]
+        buffer = torch.stack([key.reshape(-1, kv_heads, dim), value.reshape(-1, kv_heads, dim)])
+        if mask is None:
+            out = reference_attention(q, buffer, lens, extend, slots, layer_from(scale, window, None))
+        else:
+            # Our adapter masks only a sliding window's left part: each row's visible keys are a
+            # suffix of its sequence, the reference's window.
+            rows = []
+            for r in range(batch):
+                visible = (~mask[r, : lens[r]]).nonzero().flatten().tolist()
+                expect(visible == list(range(lens[r] - len(visible), lens[r])), "a window mask keeps a suffix")
+                layer = layer_from(scale, len(visible), None)
+                rows.append(reference_attention(q[r : r + 1], buffer, lens[r : r + 1], [1], slots[r : r + 1], layer))
+            out = torch.cat(rows)
+        return out.view(query.shape), torch.zeros(1)
 
     def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
         expect_tensor(x, "x", ndim=2)

@@ -1,9 +1,11 @@
 """The torch_npu family: Ascend NPU fused operators exposed by `torch_npu`.
 
 `npu_fused_infer_attention_score` reads paged KV through a block table with host sequence
-lengths; its blocks hold a multiple of 16 tokens (up to 512), its inputs are fp16/bf16 and head
-dims are multiples of 16 up to 512. The MoE chain (gating top-k, init routing, grouped matmul,
-finalize routing) takes fp16/bf16/fp32.
+lengths; its inputs are fp16/bf16 and head dims are multiples of 16 up to 512. Its prefill
+branch (several query tokens) takes blocks of 128 to 512 tokens in steps of 128 when it reads a
+block table (its decode branch takes any block up to 512), so those are the page sizes declared.
+The MoE chain (gating top-k, init routing, grouped matmul, finalize routing) takes
+fp16/bf16/fp32.
 """
 
 import torch
@@ -18,7 +20,7 @@ _FLOAT_INPUTS = Requirements(dtypes=_FLOATS, packages=("torch_npu",))
 _ATTENTION = Requirements(
     dtypes=_HALF,
     head_dims=frozenset(range(16, 513, 16)),
-    page_sizes=frozenset(range(16, 513, 16)),
+    page_sizes=frozenset(range(128, 513, 128)),
     packages=("torch_npu",),
 )
 
