@@ -44,11 +44,11 @@ def _run(monkeypatch, scenario: str, layer: str, page_size: int = 16, has_2d_blo
     """Runs the scenario's two steps through the adapter; checks both outputs against the
     reference and hands back (scenario, recorder, KV buffer)."""
     recorder = Recorder()
-    built = pac.build(scenario, layer, page_size, torch.float32, torch.Generator().manual_seed(7))
+    built = pac.build(scenario, layer, page_size, torch.bfloat16, torch.Generator().manual_seed(7))
     backend_cls = _backend_class(monkeypatch, recorder, has_2d_block_array)
     first, second, kv_buffer = pac.run(_paged(backend_cls, page_size), built)
     expected = pac.run(ReferenceAttention, built)
-    assert_close((first, second), expected[:2], torch.float32, "attention")
+    assert_close((first, second), expected[:2], torch.bfloat16, "attention")
     return built, recorder, kv_buffer
 
 
@@ -116,20 +116,21 @@ def test_extend_packs_every_row_with_its_prefix(monkeypatch) -> None:
 def test_rows_without_new_tokens_are_left_out(monkeypatch) -> None:
     """A row that only holds cached tokens owns no query rows: it is not packed at all."""
     recorder = Recorder()
-    backend = _backend_class(monkeypatch, recorder)(2, 1, 16, torch.float32, torch.device("cpu"))
+    backend = _backend_class(monkeypatch, recorder)(2, 1, 16, torch.bfloat16, torch.device("cpu"))
     backend.page_size = 16
-    kv_buffer = torch.randn(backend.kv_buffer_shape(48))
+    kv_buffer = torch.randn(backend.kv_buffer_shape(48)).to(torch.bfloat16)
     inputs = AttentionInputs(seq_lens=(5, 3), extend_lens=(0, 3), kv_slots=torch.tensor([0, 1, 2, 3, 4, 32, 33, 34]))
-    q, k, v = torch.randn(3, 2, 16), torch.randn(3, 1, 16), torch.randn(3, 1, 16)
+    q, k, v = (torch.randn(3, heads, 16).to(torch.bfloat16) for heads in (2, 1, 1))
     layer = AttentionLayer(layer_id=0, scale=0.25)
     out, _ = backend.forward(q, k, v, kv_buffer, backend.plan(inputs), layer)
     call = recorder.last("llm.functional.varlen_attention")
     assert (call["q_offsets"], call["k_offsets"]) == ([0, 3], [0, 3])
     # Row 1 alone: its three new tokens attend causally among themselves.
-    reference = ReferenceAttention(2, 1, 16, torch.float32, torch.device("cpu"))
+    reference = ReferenceAttention(2, 1, 16, torch.bfloat16, torch.device("cpu"))
     alone = AttentionInputs(seq_lens=(3,), extend_lens=(3,), kv_slots=torch.arange(3))
-    expected, _ = reference.forward(q, k, v, torch.zeros(2, 3, 1, 16), reference.plan(alone), layer)
-    assert_close(out, expected, torch.float32, "attention")
+    kv = torch.zeros(2, 3, 1, 16, dtype=torch.bfloat16)
+    expected, _ = reference.forward(q, k, v, kv, reference.plan(alone), layer)
+    assert_close(out, expected, torch.bfloat16, "attention")
 
 
 @pytest.mark.parametrize(("layer", "window", "softcap"), [("gqa_window", (3, 0), -1.0), ("softcap", (-1, -1), 1.0)])

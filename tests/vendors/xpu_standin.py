@@ -3,6 +3,28 @@
 {reshape_and_cache, single_query_kv_attention}` and `xpu.has_2d_block_array`, computing with
 our references.
 
+Where the rules come from: intel/intel-extension-for-pytorch at tag v2.8.10+xpu (commit
+09505bb158cd953896616a36bdefc0250365a63b); the repository's default branch holds only the CPU
+build. Each check names its source:
+- the Python entry points and their parameter order: intel_extension_for_pytorch/llm/modules/
+  mha_fusion.py (`PagedAttention`), llm/functional/fusions.py (`varlen_attention`, `rms_norm`,
+  `silu_mul`), and their GPU bodies in transformers/models/xpu/fusions/mha_fusion.py
+  (`_IPEXPagedAttentionXPU`, `_IPEXVarlenScaledDotProductXPU`) and activation_fusion.py;
+- `reshape_and_cache`: csrc/gpu/aten/operators/CacheOps.cpp (key cache
+  `[blocks, Hk, D / x, P, x]` with `x = key_cache.size(4)`, value cache `[blocks, Hk, D, P]`,
+  int32 or int64 slots, fp16/bf16/fp32 values);
+- the decode kernel: csrc/gpu/aten/operators/transformers/attention.cpp `paged_attention`
+  (contexts over 512 take the split v2 kernel; v1 receives no soft-cap), and the XeTLA kernels
+  csrc/gpu/aten/operators/xetla/kernels/SDP/paged_attention_v1.cpp and _v2.cpp (blocks of 16
+  or 32, head dims in tiers up to 256, fp16/bf16, int32 block tables and context lengths),
+  paged_attention_kernel.hpp (both caches `[num_blocks, num_kv_heads, head_size, block_size]`);
+- varlen: attention.cpp `varlen_fwd` (int32 contiguous offsets, contiguous q/k/v/out, a
+  left window at least `max_seqlen_k` means none) and fmha_forward.hpp (the causal mask aligned
+  bottom-right: `seqlen_diff`); the XeTLA kernel is fp16/bf16. Without 2D block loads the
+  Python body calls `torch.xpu.varlen_fwd`, which takes neither window nor soft-cap.
+Our adapter uses `silu_mul` rather than `silu_and_mul`: the GPU `silu_and_mul_xpu` computes
+its output width as `x.size(-1) / 2`, a float, when it allocates the output.
+
 Layouts are the GPU kernels': `reshape_and_cache` writes keys as `[blocks, Hk, D / x, P, x]` and
 values as `[blocks, Hk, D, P]` (the stand-in writes element by element where the kernel does),
 and the decode kernel reads both halves as `[blocks, Hk, D, P]`, so a cache written with any
@@ -29,6 +51,8 @@ MAX_HEAD_DIM = 256
 SINGLE_PASS_CONTEXT = 512
 """Contexts up to this length run the kernel's single-pass form, which drops the soft-cap."""
 INDEX_DTYPES = (torch.int32, torch.int64)
+KERNEL_DTYPES = (torch.float16, torch.bfloat16)
+"""What the XeTLA decode and varlen kernels dispatch (paged_attention_v1.cpp, varlen_fwd)."""
 
 
 def serves(candidate, case, args) -> bool:
@@ -77,6 +101,7 @@ def build(recorder: Recorder, has_2d_block_array: bool = True) -> dict:
         window_size_right=-1,
         softcap=-1.0,
     ):
+        expect(query.dtype in KERNEL_DTYPES, f"query: dtype {query.dtype}, the XeTLA kernel takes fp16/bf16")
         for t, what in ((query, "query"), (key, "key"), (value, "value")):
             expect_tensor(t, what, dtype=query.dtype, device_type=query.device.type, ndim=3)
             expect(t.is_contiguous(), f"{what} must be contiguous")
@@ -155,6 +180,7 @@ def build(recorder: Recorder, has_2d_block_array: bool = True) -> dict:
         ):
             dev = query.device.type
             rows, heads, dim = expect_tensor(query, "query", ndim=3).shape
+            expect(query.dtype in KERNEL_DTYPES, f"query: dtype {query.dtype}, the XeTLA kernel takes fp16/bf16")
             expect(query.is_contiguous(), "query must be contiguous")
             expect_tensor(output, "output", dtype=query.dtype, device_type=dev)
             expect(output.shape == query.shape, "output is [rows, Hq, D]")
