@@ -29,6 +29,8 @@ from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.paths import LoraRef
 from sglang.runtime.lora.startup import build_lora_manager
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.observability.stage_spans import report_scheduler_stages
+from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.child_setup import init_child_process
 from sglang.runtime.processes.control import (
@@ -233,6 +235,7 @@ def run_scheduler_process(
     inbox = ipc.pull(ctx, endpoints.scheduler)
     to_detokenizer = ipc.push(ctx, endpoints.detokenizer)
     control = ipc.push(ctx, endpoints.control)
+    tracer = StageTracer.start(args.trace_config("scheduler"))
     ready.send(ReadyReport(info))
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
@@ -250,3 +253,5 @@ def run_scheduler_process(
         updates = scheduler.step()
         if updates:
             ipc.send(to_detokenizer, TokenBatch(updates))
+            if tracer is not None:
+                report_scheduler_stages(tracer, updates)
