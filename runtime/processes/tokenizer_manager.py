@@ -200,16 +200,17 @@ class TokenizerManager:
                 )
         return self.tokenizer.encode(text)
 
-    async def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
+    def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
         """Yields cumulative outputs while streaming (single prompt, n == 1), else once: the
         output dict, or a list of them for a batch or n > 1. Traced (`--enable-trace`), the
-        whole call is one `sglang.request` span."""
-        if self.tracer is None:
-            async for out in self._generate(obj, None):
-                yield out
-            return
+        whole call is one `sglang.request` span; untraced, no tracing code runs."""
+        return self._generate(obj, None) if self.tracer is None else self._traced(obj, self.tracer)
+
+    async def _traced(
+        self, obj: GenerateInput, tracer: StageTracer
+    ) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
         received = time.time_ns()
-        root = self.tracer.begin("sglang.request", obj.trace_context, received, {"sglang.stream": obj.stream})
+        root = tracer.begin("sglang.request", obj.trace_context, received, {"sglang.stream": obj.stream})
         outcome = "incomplete"  # the caller stopped reading (a disconnect)
         try:
             async for out in self._generate(obj, root, received):
