@@ -88,10 +88,15 @@ class StageTracer:
         when tracing is off. Spans still queued are flushed when the process exits."""
         if config is None:
             return None
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        try:
+            from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        except ImportError as e:
+            raise RuntimeError(
+                f"--enable-trace needs the OpenTelemetry SDK ({e}): pip install 'sglang-hal[tracing]'"
+            ) from None
 
         resource = Resource.create({SERVICE_NAME: "sglang", "sglang.process": config.process})
         provider = TracerProvider(resource=resource)

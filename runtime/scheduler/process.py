@@ -228,6 +228,7 @@ def run_scheduler_process(
     init_child_process("scheduler", args.log_level)
     try:
         scheduler, info = build_scheduler(args, placement)
+        tracer = StageTracer.start(args.trace_config("scheduler"))
     except Exception as e:
         ready.send(StartupFailure(f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
@@ -235,7 +236,6 @@ def run_scheduler_process(
     inbox = ipc.pull(ctx, endpoints.scheduler)
     to_detokenizer = ipc.push(ctx, endpoints.detokenizer)
     control = ipc.push(ctx, endpoints.control)
-    tracer = StageTracer.start(args.trace_config("scheduler"))
     ready.send(ReadyReport(info))
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
