@@ -7,6 +7,7 @@
   `step_monitor`), the tokenizer manager, the detokenizer, ZeroMQ plumbing and the typed
   messages (`messages`, `control`);
 - `server/`: the HTTP APIs (native, OpenAI) over the tokenizer manager;
+- `observability/`: OpenTelemetry spans of request stages, Prometheus metrics (upstream's names);
 - `scheduler/`: the scheduling loop, request state, batches, sampling, grammar;
 - `memory/`: the KV pool's bookkeeping: the token allocator and the radix (prefix) cache;
 - `execution/`: the model runner, which owns the KV buffers and runs steps through the

@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus, LoadLoraAdapter, UnloadLoraAdapter
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager, last_item
@@ -44,9 +45,9 @@ class Engine:
         self._closed = False
 
     async def _start_manager(self) -> TokenizerManager:
-        manager = TokenizerManager(
-            self.children.endpoints, self.info, self.tokenizer, self.server_args.max_queued_requests
-        )
+        args = self.server_args
+        tracer = StageTracer.start(args.trace_config("tokenizer_manager"))
+        manager = TokenizerManager(self.children.endpoints, self.info, self.tokenizer, args.max_queued_requests, tracer)
         manager.start()
         loop = asyncio.get_running_loop()
         self._stop_supervising = self.children.supervise(loop, manager.fail_all, self.server_args.watchdog_timeout)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
 from sglang.runtime.memory.eviction import POLICIES
+from sglang.runtime.observability.tracing import TraceConfig
 from sglang.runtime.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS
 from sglang.runtime.speculative.config import speculative_config
 
@@ -135,6 +136,17 @@ class ServerArgs:
     context_length: int | None = _opt(None, "Longest prompt + output accepted; default: the model's.")
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
     log_requests: bool = _opt(False, "Log one line per finished request.")
+    enable_trace: bool = _opt(
+        False,
+        "Export OpenTelemetry spans of every request's stages (receive, tokenize, queue, prefill, decode, "
+        "detokenize) to --otlp-traces-endpoint, parented on the caller's W3C traceparent header. Needs the "
+        "`tracing` extra (pip install 'sglang-hal[tracing]').",
+    )
+    otlp_traces_endpoint: str = _opt(
+        "localhost:4317",
+        "OTLP collector the spans go to when --enable-trace is set: host:port for OTLP/gRPC, or a URL with "
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf.",
+    )
     watchdog_timeout: float = _opt(
         300.0,
         "Seconds one scheduler step may take. A step past it (a hang, even inside native code) gets the scheduler "
@@ -317,6 +329,10 @@ class ServerArgs:
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:
         return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+    def trace_config(self, process: str) -> TraceConfig | None:
+        """What `process` needs to export spans; None when tracing is off."""
+        return TraceConfig(self.otlp_traces_endpoint, process) if self.enable_trace else None
 
     def replace(self, **changes: Any) -> ServerArgs:
         return dataclasses.replace(self, **changes)

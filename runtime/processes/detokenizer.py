@@ -12,12 +12,15 @@ cut where the pattern matched.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import zmq
 
+from sglang.runtime.observability.stage_spans import DetokenizeSpans
+from sglang.runtime.observability.tracing import StageTracer, TraceConfig
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.child_setup import init_child_process
 from sglang.runtime.processes.messages import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
@@ -67,12 +70,21 @@ def trimmed(text: str, finish_reason: FinishReason | None, spec: DecodeSpec) -> 
 
 
 class Detokenizer:
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, spans: DetokenizeSpans | None = None) -> None:
         self.tokenizer = tokenizer
         self.streams: dict[str, _Stream] = {}
+        self.spans = spans
+        """Times traced requests' updates (None when tracing is off)."""
 
     def process(self, batch: TokenBatch) -> TextBatch:
-        return TextBatch([self._one(update) for update in batch.updates])
+        if self.spans is None:
+            return TextBatch([self._one(update) for update in batch.updates])
+        out = []
+        for update in batch.updates:
+            start = time.time_ns()
+            out.append(self._one(update))
+            self.spans.observe(update, start, time.time_ns())
+        return TextBatch(out)
 
     def _one(self, update: TokenUpdate) -> TextUpdate:
         stream = self.streams.get(update.rid)
@@ -94,11 +106,15 @@ class Detokenizer:
         return TextUpdate(update.rid, text, list(stream.ids), update.finish_reason, update.meta)
 
 
-def run_detokenizer_process(tokenizer_path: str, endpoints: ipc.Endpoints, log_level: str) -> None:
+def run_detokenizer_process(
+    tokenizer_path: str, endpoints: ipc.Endpoints, log_level: str, trace: TraceConfig | None = None
+) -> None:
     init_child_process("detokenizer", log_level)
     from sglang.runtime.loader.tokenizer import load_tokenizer
 
-    detokenizer = Detokenizer(load_tokenizer(Path(tokenizer_path)))
+    tracer = StageTracer.start(trace)
+    spans = None if tracer is None else DetokenizeSpans(tracer)
+    detokenizer = Detokenizer(load_tokenizer(Path(tokenizer_path)), spans)
     ctx = zmq.Context()
     inbox = ipc.pull(ctx, endpoints.detokenizer)
     outbox = ipc.push(ctx, endpoints.tokenizer)

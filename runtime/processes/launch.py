@@ -193,7 +193,7 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
     assert info is not None, "the scheduler's report carries its ReadyInfo"
     detokenizer = ctx.Process(
         target=run_detokenizer_process,
-        args=(info.tokenizer_path, endpoints, args.log_level),
+        args=(info.tokenizer_path, endpoints, args.log_level, args.trace_config("detokenizer")),
         name="sglang-detokenizer",
         daemon=True,
     )

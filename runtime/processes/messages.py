@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from sglang.runtime.observability.tracing import TraceCarrier
 from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.requests.sampling_params import SamplingParams
 
@@ -39,6 +40,8 @@ class GenerateRequest:
     arrival_time: float = field(default_factory=time.monotonic)
     lora_path: str | None = None
     """The LoRA adapter (by name) the request runs with; None: the base model."""
+    trace: TraceCarrier | None = None
+    """The request's root span when tracing is on (`--enable-trace`); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ class RequestMeta:
     """Speculative decoding: decode steps the request took, drafted tokens verified and accepted."""
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
+    queue_time: float | None = None
+    """Seconds from arrival to the request's first admission (None while it waits)."""
 
 
 @dataclass
@@ -103,6 +108,8 @@ class TokenUpdate:
     finish_reason: FinishReason | None = None
     meta: RequestMeta | None = None
     decode_spec: DecodeSpec | None = None
+    trace: TraceCarrier | None = None
+    """The request's `GenerateRequest.trace`, on every update (the detokenizer times them)."""
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -19,9 +20,17 @@ import xgrammar as xgr
 import zmq
 import zmq.asyncio
 
+from sglang.runtime.observability.tracing import RequestSpan, StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest
-from sglang.runtime.processes.messages import AbortRequest, GenerateRequest, ReadyInfo, TextBatch, TextUpdate
+from sglang.runtime.processes.messages import (
+    AbortRequest,
+    GenerateRequest,
+    ReadyInfo,
+    RequestMeta,
+    TextBatch,
+    TextUpdate,
+)
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError, SingleInput
 from sglang.runtime.requests.meta_info import MetaInfo
 from sglang.runtime.requests.sampling_params import SamplingParams
@@ -94,8 +103,17 @@ async def last_item(stream: AsyncIterator[Any]) -> Any:
 
 
 class TokenizerManager:
-    def __init__(self, endpoints: ipc.Endpoints, info: ReadyInfo, tokenizer: Any, max_queued: int) -> None:
+    def __init__(
+        self,
+        endpoints: ipc.Endpoints,
+        info: ReadyInfo,
+        tokenizer: Any,
+        max_queued: int,
+        tracer: StageTracer | None = None,
+    ) -> None:
         self.info = info
+        self.tracer = tracer
+        """Makes each request's root span when tracing is on (`--enable-trace`)."""
         self.lora_adapters = dict(info.lora_adapters or {})
         """Adapters the scheduler has loaded (name to path), as its last LoRA reply said."""
         self.tokenizer = tokenizer
@@ -107,8 +125,9 @@ class TokenizerManager:
         self.pending: dict[str, _Pending] = {}
         self.control_waiters: dict[str, asyncio.Future[ControlReply]] = {}
         self.dead_reason: str | None = None
-        self.finish_observers: list[Callable[[dict[str, Any]], None]] = []
-        """Called with each request's final `meta_info` (metrics, request logs)."""
+        self.finish_observers: list[Callable[[dict[str, Any], RequestMeta | None], None]] = []
+        """Called with each request's final `meta_info` and its last `RequestMeta` (None when it
+        never reached the scheduler's reply): metrics, request logs."""
         self._tasks: list[asyncio.Task] = []
         self._max_token_chars = max((len(t) for t in tokenizer.get_vocab()), default=1)
 
@@ -181,9 +200,31 @@ class TokenizerManager:
                 )
         return self.tokenizer.encode(text)
 
-    async def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
+    def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
         """Yields cumulative outputs while streaming (single prompt, n == 1), else once: the
-        output dict, or a list of them for a batch or n > 1."""
+        output dict, or a list of them for a batch or n > 1. Traced (`--enable-trace`), the
+        whole call is one `sglang.request` span; untraced, no tracing code runs."""
+        return self._generate(obj, None) if self.tracer is None else self._traced(obj, self.tracer)
+
+    async def _traced(
+        self, obj: GenerateInput, tracer: StageTracer
+    ) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
+        received = time.time_ns()
+        root = tracer.begin("sglang.request", obj.trace_context, received, {"sglang.stream": obj.stream})
+        outcome = "incomplete"  # the caller stopped reading (a disconnect)
+        try:
+            async for out in self._generate(obj, root, received):
+                yield out
+            outcome = "ok"
+        except Exception as e:
+            outcome = type(e).__name__
+            raise
+        finally:
+            root.end({"sglang.outcome": outcome})
+
+    async def _generate(
+        self, obj: GenerateInput, root: RequestSpan | None, received: int = 0
+    ) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
         try:
             items = obj.split()
         except InvalidRequestError:
@@ -191,7 +232,11 @@ class TokenizerManager:
         except (TypeError, ValueError, AttributeError, LookupError) as e:
             # split() only parses client data: these mean a field of the wrong type or shape.
             raise InvalidRequestError(f"a field of the request has the wrong type or shape: {e}") from None
-        prepared = [(item, self.prepare(item)) for item in items]
+        if root is None:
+            prepared = [(item, self.prepare(item)) for item in items]
+        else:
+            root.stage("receive", received, {"sglang.prompts": len(items)})
+            prepared = [(item, self._prepare_traced(item, root)) for item in items]
         sequences = sum(req.params.n for _, req in prepared)
         if sequences > self.max_queued:
             raise InvalidRequestError(
@@ -209,6 +254,12 @@ class TokenizerManager:
         results = await _gather_or_cancel([self._run_n(item, req) for item, req in prepared])
         flat = [out for group in results for out in group]
         yield flat if obj.is_batch or len(flat) > 1 else flat[0]
+
+    def _prepare_traced(self, item: SingleInput, root: RequestSpan) -> GenerateRequest:
+        start = time.time_ns()
+        request = self.prepare(item)
+        root.stage("tokenize", start, {"sglang.rid": item.rid, "sglang.prompt_tokens": len(request.input_ids)})
+        return replace(request, trace=root.carrier)
 
     async def _run_n(self, item: SingleInput, request: GenerateRequest) -> list[dict[str, Any]]:
         n = request.params.n
@@ -245,19 +296,19 @@ class TokenizerManager:
                 pending.meta.add(update.meta)
                 output = self._output(item, update, pending.meta, request.input_ids)
                 if finished:
-                    self._observe(item, output["meta_info"])
+                    self._observe(item, output["meta_info"], pending.meta.latest)
                 yield output
         finally:
             del self.pending[request.rid]
             if not finished and self.dead_reason is None and not self.ctx.closed:
                 # The caller went away before the end (disconnect, cancel): free its KV now.
                 ipc.send(self.to_scheduler, AbortRequest(request.rid, "the client disconnected"))
-                self._observe(item, {"id": request.rid, "finish_reason": {"type": "abort"}})
+                self._observe(item, {"id": request.rid, "finish_reason": {"type": "abort"}}, None)
 
-    def _observe(self, item: SingleInput, meta: dict[str, Any]) -> None:
+    def _observe(self, item: SingleInput, meta: dict[str, Any], latest: RequestMeta | None) -> None:
         if item.log_metrics:
             for observe in self.finish_observers:
-                observe(meta)
+                observe(meta, latest)
 
     def abort(self, rid: str) -> bool:
         if rid not in self.pending:

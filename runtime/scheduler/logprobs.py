@@ -69,4 +69,5 @@ def request_meta(req: Req) -> RequestMeta:
         spec_verify_ct=req.spec_verify_ct,
         spec_draft_tokens=req.spec_draft_tokens,
         spec_accepted_tokens=req.spec_accepted_tokens,
+        queue_time=None if req.admit_time is None else req.admit_time - req.arrival_time,
     )

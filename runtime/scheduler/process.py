@@ -29,6 +29,8 @@ from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.paths import LoraRef
 from sglang.runtime.lora.startup import build_lora_manager
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.observability.stage_spans import report_scheduler_stages
+from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.child_setup import init_child_process
 from sglang.runtime.processes.control import (
@@ -226,6 +228,7 @@ def run_scheduler_process(
     init_child_process("scheduler", args.log_level)
     try:
         scheduler, info = build_scheduler(args, placement)
+        tracer = StageTracer.start(args.trace_config("scheduler"))
     except Exception as e:
         ready.send(StartupFailure(f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
@@ -250,3 +253,5 @@ def run_scheduler_process(
         updates = scheduler.step()
         if updates:
             ipc.send(to_detokenizer, TokenBatch(updates))
+            if tracer is not None:
+                report_scheduler_stages(tracer, updates)

@@ -61,6 +61,9 @@ class Req:
         self.stream = request.stream
         self.priority = request.priority
         self.arrival_time = request.arrival_time
+        self.admit_time: float | None = None
+        """When the request was first admitted (monotonic; kept across retractions)."""
+        self.trace = request.trace
         self.lora_name = request.lora_path
         self.lora_slot: int | None = None
         """The LoRA slot this request holds while it runs (0: no adapter); None when it holds none."""

@@ -236,6 +236,8 @@ class Scheduler:
                 self._release_lora_slot(req)
                 break
             req.match, req.slots = match, match.slots
+            if req.admit_time is None:
+                req.admit_time = time.monotonic()
             if not req.output_ids:  # a resumed request keeps its first admission's figure
                 self.cache.record_hit(match.last_node)
                 if self.hicache is not None:
@@ -423,6 +425,7 @@ class Scheduler:
             finish_reason=req.finish_reason,
             meta=logprobs.request_meta(req),
             decode_spec=None if req.sent_meta else req.decode_spec(),
+            trace=req.trace,
         )
         req.sent_output_len, req.sent_meta = len(req.output_ids), True
         return update

@@ -27,11 +27,11 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sglang.runtime.observability.metrics import ServerMetrics
 from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_body, anthropic_router
 from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
 from sglang.runtime.server.info_api import router as info_router
 from sglang.runtime.server.lora_api import router as lora_router
-from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server.native_api import router as native_router
 from sglang.runtime.server.ollama import OLLAMA_PREFIX, ollama_error_body, ollama_router
 from sglang.runtime.server.openai import openai_router

@@ -10,6 +10,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
+from sglang.runtime.observability.tracing import trace_headers
 from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus
 from sglang.runtime.processes.kv_concat_request import ConcatInput, run_concat
 from sglang.runtime.processes.tokenizer_manager import last_item
@@ -98,6 +99,7 @@ async def generate(request: Request) -> Response:
     adapter = state.check_model(obj.model)
     if adapter is not None and obj.lora_path is None:
         obj.lora_path = adapter
+    obj.trace_context = trace_headers(request.headers)
     outputs = state.manager.generate(obj)
     if obj.stream:
         return StreamingResponse(sse_stream(await first_output(outputs)), media_type="text/event-stream")

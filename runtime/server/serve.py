@@ -16,6 +16,7 @@ from pathlib import Path
 import uvicorn
 
 from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.server.app import create_app
@@ -66,7 +67,8 @@ class DrainingServer(uvicorn.Server):
 
 async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
     """Serves until drained or until the engine dies; the exit status (1 after a death)."""
-    manager = TokenizerManager(children.endpoints, children.info, tokenizer, args.max_queued_requests)
+    tracer = StageTracer.start(args.trace_config("tokenizer_manager"))
+    manager = TokenizerManager(children.endpoints, children.info, tokenizer, args.max_queued_requests, tracer)
     manager.start()
     loop = asyncio.get_running_loop()
     state = ServerState(args=args, info=children.info, tokenizer=tokenizer, manager=manager)

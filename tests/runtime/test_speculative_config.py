@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
+from sglang.runtime.observability.metrics import ServerMetrics
 from sglang.runtime.processes.control import SchedulerStatus
-from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.speculative.config import speculative_config
 
@@ -89,6 +89,7 @@ def test_metrics_carry_upstreams_speculative_names() -> None:
     )
     text = metrics.render(status).decode()
     assert 'sglang:spec_verify_calls_total{model_name="m"} 10.0' in text
-    assert 'sglang:spec_accept_length{model_name="m"} 3.0' in text
-    assert 'sglang:spec_accept_rate{model_name="m"} 0.5' in text
+    labels = 'engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"'
+    assert f"sglang:spec_accept_length{{{labels}}} 3.0" in text
+    assert f"sglang:spec_accept_rate{{{labels}}} 0.5" in text
     assert "sglang_verify_steps_total 8.0" in text

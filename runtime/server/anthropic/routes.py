@@ -12,6 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from sglang.runtime.observability.tracing import trace_headers
 from sglang.runtime.server.anthropic.content import EventStream, content_blocks, sse_event
 from sglang.runtime.server.anthropic.convert import chat_request
 from sglang.runtime.server.anthropic.protocol import Conversation, CountTokensRequest, MessagesRequest
@@ -48,6 +49,7 @@ def _plan(state: ServerState, body: Conversation) -> ChatPlan:
 async def create_message(body: MessagesRequest, request: Request) -> Response:
     state = server_state(request)
     plan = _plan(state, body)
+    plan.input.trace_context = trace_headers(request.headers)
     names = {**plan.names, "stop": "stop_sequences"}
     stops = body.stop_sequences or []
     if body.stream:

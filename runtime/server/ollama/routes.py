@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
+from sglang.runtime.observability.tracing import trace_headers
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.ollama.convert import chat_request, generate_request
 from sglang.runtime.server.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
@@ -166,6 +167,7 @@ async def chat(request: Request) -> Response:
         chat_request(body), state.tokenizer, _template(state), reasoning_parser, state.args.tool_call_parser
     )
     plan.input.lora_path = adapter
+    plan.input.trace_context = trace_headers(request.headers)
     return await _respond(state, body.model, plan.input, plan.names, body.stream, True, plan.tools, plan.reasoning)
 
 
@@ -184,6 +186,7 @@ async def generate(request: Request) -> Response:
     else:
         plan = completion_plan(converted, state.tokenizer.decode)
     plan.input.lora_path = adapter
+    plan.input.trace_context = trace_headers(request.headers)
     return await _respond(state, body.model, plan.input, plan.names, body.stream, False, None, reasoning)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from sglang.runtime import parsers
+from sglang.runtime.observability.tracing import trace_headers
 from sglang.runtime.parsers import ReasoningParser, ToolCallStream, ToolFormat, parse_tool_calls
 from sglang.runtime.parsers.reasoning import KEEPS_SPECIAL_TOKENS
 from sglang.runtime.parsers.tool_formats import FORCED_FORMAT, tool_format
@@ -304,6 +305,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         raise ApiError(400, str(e)) from None
     plan = chat_plan(body, state.tokenizer, template, state.args.reasoning_parser, state.args.tool_call_parser)
     plan.input.lora_path = adapter
+    plan.input.trace_context = trace_headers(request.headers)
     header = ResponseHeader.new("chatcmpl", state.model_name)
     text = token_text(state.tokenizer)
     chunker = ChatChunker(header, plan, text) if body.stream else None

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from sglang.runtime.observability.tracing import trace_headers
 from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.openai.logprobs import TokenText, completion_logprobs, token_text
@@ -150,6 +151,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     adapter = state.check_model(body.model)
     plan = completion_plan(body, state.tokenizer.decode)
     plan.input.lora_path = adapter
+    plan.input.trace_context = trace_headers(request.headers)
     header = ResponseHeader.new("cmpl", state.model_name)
     text = token_text(state.tokenizer)
     chunker = CompletionChunker(header, plan, text) if body.stream else None
