@@ -72,6 +72,8 @@ class GenerateInput:
     no_logs: bool = False
     lora_path: str | list[str | None] | None = None
     """The LoRA adapter (by name) of every prompt, or per prompt of a batch; None: the base model."""
+    trace_context: dict[str, str] | None = None
+    """W3C trace-context headers (`traceparent`, `tracestate`) of the caller, when it sent them."""
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> GenerateInput:

@@ -31,7 +31,6 @@ from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_bo
 from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
 from sglang.runtime.server.info_api import router as info_router
 from sglang.runtime.server.lora_api import router as lora_router
-from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server.native_api import router as native_router
 from sglang.runtime.server.ollama import OLLAMA_PREFIX, ollama_error_body, ollama_router
 from sglang.runtime.server.openai import openai_router
@@ -66,8 +65,7 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="sglang", version="0.1.0")
     app.state.server = state
-    metrics = state.extras.setdefault("metrics", ServerMetrics(state.model_name))
-    state.manager.finish_observers.append(metrics.observe_finished)
+    state.metrics()
 
     app.add_middleware(RequestFrame, state=state)
 
