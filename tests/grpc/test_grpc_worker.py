@@ -5,6 +5,8 @@ cancelled or aborted call freeing its request. One worker serves the whole modul
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +69,16 @@ def test_proto_zero_values_mean_the_defaults() -> None:
     assert trace_context(metadata) == {"traceparent": metadata[0][1]}
     assert trace_context((("x-other", "1"),)) is None
     assert generate_input(request, trace_context(metadata)).trace_context == {"traceparent": metadata[0][1]}
+
+
+def test_http_mode_never_imports_grpc() -> None:
+    """grpcio is an optional extra: the server's modules import without it."""
+    probe = (
+        "import sys, sglang.cli, sglang.runtime.server.serve, sglang.runtime.server.app\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'grpc_health', 'smg_grpc_proto')))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_every_rpc(worker: GrpcWorker, channel: grpc.Channel) -> None:

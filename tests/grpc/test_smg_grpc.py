@@ -105,4 +105,5 @@ def test_killed_worker_leaves_rotation(fleet: GrpcFleet) -> None:
     )
     for prompt in PROMPTS:
         body = {"model": fleet.model, "prompt": prompt, "max_tokens": 4, "temperature": 0}
-        assert _answer(_post(fleet.smg, "/v1/completions", body))[2] == 4
+        answer = _post(fleet.smg, "/v1/completions", body)  # 200, from A
+        assert answer["choices"][0]["finish_reason"] in ("stop", "length") and answer["usage"]["completion_tokens"] > 0
