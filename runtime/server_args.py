@@ -53,6 +53,9 @@ class ServerArgs:
         "runs token ids. /metrics and /health move to an HTTP sidecar on --port + 1. Needs the `grpc` extra.",
     )
     grpc_mode: bool = _opt(False, "(Deprecated, use --smg-grpc-mode) The same switch, under its older name.")
+    smg_http_sidecar_port: int | None = _opt(
+        None, "With --smg-grpc-mode: the port of the HTTP sidecar (/metrics, /health); default: --port + 1."
+    )
     served_model_name: str | None = _opt(None, "Model name the OpenAI API reports and accepts.")
     chat_template: str | None = _opt(None, "Chat template: a named template or a Jinja file; default: the model's own.")
     reasoning_parser: str | None = _opt(

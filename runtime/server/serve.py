@@ -76,7 +76,8 @@ async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
 
         grpc_server = GrpcServer(state)
         await grpc_server.start()
-        app, http_port = create_sidecar_app(state), args.port + 1
+        sidecar_port = args.smg_http_sidecar_port
+        app, http_port = create_sidecar_app(state), args.port + 1 if sidecar_port is None else sidecar_port
     else:
         app, http_port = create_app(state), args.port
     config = uvicorn.Config(

@@ -21,6 +21,7 @@ from smg_grpc_proto.generated import common_pb2
 from sglang.ci.servers import ServerGroup, wait_until
 from sglang.runtime.loader.tokenizer import load_tokenizer
 from sglang.runtime.server.grpc.request import generate_input, trace_context
+from sglang.runtime.server_args import ServerArgs
 
 from .workers import GrpcWorker, start_grpc_worker
 
@@ -69,6 +70,11 @@ def test_proto_zero_values_mean_the_defaults() -> None:
     assert trace_context(metadata) == {"traceparent": metadata[0][1]}
     assert trace_context((("x-other", "1"),)) is None
     assert generate_input(request, trace_context(metadata)).trace_context == {"traceparent": metadata[0][1]}
+
+
+def test_grpc_mode_is_an_alias() -> None:
+    """Upstream's older `--grpc-mode` turns on `--smg-grpc-mode`."""
+    assert ServerArgs(grpc_mode=True).smg_grpc_mode and not ServerArgs().smg_grpc_mode
 
 
 def test_http_mode_never_imports_grpc() -> None:
