@@ -47,6 +47,16 @@ class ServerArgs:
     host: str = _opt("127.0.0.1", "Address the HTTP server binds.")
     port: int = _opt(30000, "Port the HTTP server listens on.")
     api_key: str | None = _opt(None, "Require `Authorization: Bearer KEY` on every request.")
+    smg_grpc_mode: bool = _opt(
+        False,
+        "Serve smg's gRPC worker API (sglang.grpc.scheduler.SglangScheduler, from smg-grpc-proto) on --port "
+        "instead of HTTP: smg (`smg launch --worker-urls grpc://HOST:PORT`) tokenizes and templates, this server "
+        "runs token ids. /metrics and /health move to an HTTP sidecar on --port + 1. Needs the `grpc` extra.",
+    )
+    grpc_mode: bool = _opt(False, "(Deprecated, use --smg-grpc-mode) The same switch, under its older name.")
+    smg_http_sidecar_port: int | None = _opt(
+        None, "With --smg-grpc-mode: the port of the HTTP sidecar (/metrics, /health); default: --port + 1."
+    )
     served_model_name: str | None = _opt(None, "Model name the OpenAI API reports and accepts.")
     chat_template: str | None = _opt(None, "Chat template: a named template or a Jinja file; default: the model's own.")
     reasoning_parser: str | None = _opt(
@@ -221,6 +231,8 @@ class ServerArgs:
             "page_size",
             "max_request_bytes",
         )
+        if self.grpc_mode:  # upstream's older name folds into the current one
+            self.smg_grpc_mode = True
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

@@ -66,8 +66,7 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="sglang", version="0.1.0")
     app.state.server = state
-    metrics = state.extras.setdefault("metrics", ServerMetrics(state.model_name))
-    state.manager.finish_observers.append(metrics.observe_finished)
+    state.metrics()
 
     app.add_middleware(RequestFrame, state=state)
 

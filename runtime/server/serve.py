@@ -72,10 +72,20 @@ async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
     manager.start()
     loop = asyncio.get_running_loop()
     state = ServerState(args=args, info=children.info, tokenizer=tokenizer, manager=manager)
+    grpc_server = None
+    if args.smg_grpc_mode:  # grpc is an optional dependency: imported only in gRPC mode
+        from sglang.runtime.server.grpc.server import GrpcServer, create_sidecar_app
+
+        grpc_server = GrpcServer(state)
+        await grpc_server.start()
+        sidecar_port = args.smg_http_sidecar_port
+        app, http_port = create_sidecar_app(state), args.port + 1 if sidecar_port is None else sidecar_port
+    else:
+        app, http_port = create_app(state), args.port
     config = uvicorn.Config(
-        create_app(state),
+        app,
         host=args.host,
-        port=args.port,
+        port=http_port,
         log_level=args.log_level,
         access_log=False,
         timeout_graceful_shutdown=5,
@@ -97,6 +107,8 @@ async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
     try:
         await server.serve()
     finally:
+        if grpc_server is not None:
+            await grpc_server.stop(DEATH_EXIT_DELAY_S)
         ready.cancel()
         stop_supervising()
         manager.close()
@@ -108,7 +120,8 @@ async def _announce_when_ready(server: uvicorn.Server, args: ServerArgs, childre
         await asyncio.sleep(0.05)
     info = children.info
     logger.info(
-        "ready: http://%s:%d  device=%s dtype=%s model=%s",
+        "ready: %s://%s:%d  device=%s dtype=%s model=%s",
+        "grpc" if args.smg_grpc_mode else "http",
         args.host,
         args.port,
         info.device,

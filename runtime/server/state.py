@@ -11,6 +11,7 @@ from sglang.runtime.processes.messages import ReadyInfo
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.requests.generate_input import InvalidRequestError
 from sglang.runtime.server.errors import ApiError
+from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server_args import ServerArgs
 
 
@@ -28,6 +29,14 @@ class ServerState:
     def model_name(self) -> str:
         """The name the OpenAI API reports and accepts."""
         return self.args.served_model_name or self.info.model_path
+
+    def metrics(self) -> ServerMetrics:
+        """The server's metrics; made on the first call, and fed from then on with every
+        request the tokenizer manager finishes."""
+        if "metrics" not in self.extras:
+            self.extras["metrics"] = ServerMetrics(self.model_name)
+            self.manager.finish_observers.append(self.extras["metrics"].observe_finished)
+        return self.extras["metrics"]
 
     def check_model(self, requested: str | None) -> str | None:
         """The LoRA adapter `requested` names (`<base>:<adapter>`, upstream's form), else None;
