@@ -128,6 +128,21 @@ class RadixCache:
             node, pos = child, pos + matched
         return MatchResult(torch.cat(parts) if parts else _empty_slots(), node)
 
+    def cached_len(self, token_ids: Sequence[int]) -> int:
+        """How many leading tokens of `token_ids` `match_prefix` would find, without touching
+        the tree (no split, no access time): for looking ahead at requests still waiting."""
+        if self.disable:
+            return 0
+        key = list(token_ids[: len(token_ids) - len(token_ids) % self.page_size])
+        node, pos = self.root, 0
+        while pos < len(key) and (child := node.children.get(self._child_key(key, pos))) is not None:
+            matched = self._match_len(child.key, key, pos)
+            pos += matched
+            if matched < len(child.key):
+                break
+            node = child
+        return pos
+
     def insert(self, token_ids: Sequence[int], slots: torch.Tensor, priority: int = 0) -> int:
         """Caches `token_ids` (a whole number of pages) at `slots`; returns how many leading
         tokens were already cached. Every node on the path keeps the highest `priority` it saw.

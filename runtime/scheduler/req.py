@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from sglang.runtime.memory.radix_cache import MatchResult
+from sglang.runtime.memory.storage_io import Prefetch
 from sglang.runtime.processes.messages import DecodeSpec, GenerateRequest, LogprobDelta
 from sglang.runtime.requests.finish_reason import BAD_REQUEST_STATUS, FinishReason
 from sglang.runtime.requests.stop_regex import SEARCH_BUDGET_S, StopRegexTooSlow, first_match, longest_reach
@@ -73,6 +74,10 @@ class Req:
         self.slots = torch.empty(0, dtype=torch.int64)
         self.match: MatchResult | None = None
         self.cached_tokens = 0
+        self.cached_tokens_details: dict[str, int] | None = None
+        """`cached_tokens` per cache tier (device, host, storage); None without the hierarchical cache."""
+        self.prefetch: Prefetch | None = None
+        """The read of its stored prefix while it waits (hierarchical cache with a storage tier)."""
         self.finish_reason: FinishReason | None = None
         self.log = LogprobLog()
         self.grammar: Any = None

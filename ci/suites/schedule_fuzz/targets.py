@@ -25,7 +25,7 @@ from sglang.ci.suites.schedule_fuzz.strategies import FULL, INTERPRETED, Workloa
 from sglang.platforms.registry import platform_class
 from sglang.runtime.engine import Engine
 from sglang.runtime.loader.model_loading import KERNEL_FAMILIES_ENV
-from sglang.runtime.memory.hierarchical_cache import STORAGE_DIR_ENV
+from sglang.runtime.memory.hicache_setup import STORAGE_DIR_ENV
 
 POOL_TOKENS = 2048
 """KV pool of every fuzzed engine: the regression schedule's pool, and small enough that the
