@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+STORAGE_BACKEND = "file"
+"""The one `--hicache-storage-backend` there is."""
 SHUTDOWN_FLUSH_S = 4.0
 """How long shutdown waits for queued storage writes: inside the 5 s the engine gives its children
 between SIGTERM and SIGKILL (runtime/processes/launch.py)."""
@@ -67,11 +69,6 @@ class Loaded:
     match: MatchResult
     host_tokens: int = 0
     storage_tokens: int = 0
-
-    def details(self) -> dict[str, int]:
-        """`cached_tokens` per tier, as upstream's `cached_tokens_details` names them."""
-        lower = self.host_tokens + self.storage_tokens
-        return {"device": self.match.num_cached - lower, "host": self.host_tokens, "storage": self.storage_tokens}
 
 
 class HierarchicalCache:
@@ -109,6 +106,15 @@ class HierarchicalCache:
             stats.storage_blocks_written, stats.storage_blocks_read = s.blocks_written, s.blocks_read
             stats.storage_blocks_rejected, stats.storage_write_errors = s.blocks_rejected, s.write_errors
         return stats
+
+    def details(self, loaded: Loaded) -> dict[str, int | str]:
+        """A request's `cached_tokens` per tier, as upstream's `cached_tokens_details` has them
+        (the storage keys only where there is a storage tier)."""
+        device = loaded.match.num_cached - loaded.host_tokens - loaded.storage_tokens
+        details: dict[str, int | str] = {"device": device, "host": loaded.host_tokens}
+        if self.storage is not None:
+            details |= {"storage": loaded.storage_tokens, "storage_backend": STORAGE_BACKEND}
+        return details
 
     def refs(self, token_ids: Sequence[int]) -> list[BlockRef]:
         """Every whole block of `token_ids`, keyed."""

@@ -91,7 +91,7 @@ class RequestMeta:
     """Speculative decoding: decode steps the request took, drafted tokens verified and accepted."""
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
-    cached_tokens_details: dict[str, int] | None = None
+    cached_tokens_details: dict[str, int | str] | None = None
     """`cached_tokens` per cache tier: device, host, storage (None without the hierarchical cache)."""
 
 

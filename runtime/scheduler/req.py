@@ -74,7 +74,7 @@ class Req:
         self.slots = torch.empty(0, dtype=torch.int64)
         self.match: MatchResult | None = None
         self.cached_tokens = 0
-        self.cached_tokens_details: dict[str, int] | None = None
+        self.cached_tokens_details: dict[str, int | str] | None = None
         """`cached_tokens` per cache tier (device, host, storage); None without the hierarchical cache."""
         self.prefetch: Prefetch | None = None
         """The read of its stored prefix while it waits (hierarchical cache with a storage tier)."""

@@ -254,7 +254,7 @@ class Scheduler:
                 if self.hicache is not None:
                     self.hicache.on_hit(match, req.cache_ids(len(req.fill_ids)))
                 req.cached_tokens = match.num_cached
-                req.cached_tokens_details = loaded.details() if self.hicache is not None else None
+                req.cached_tokens_details = self.hicache.details(loaded) if self.hicache is not None else None
                 self.stats["cached_tokens"] += match.num_cached
                 self.stats["host_hit_tokens"] += loaded.host_tokens
                 self.stats["storage_hit_tokens"] += loaded.storage_tokens

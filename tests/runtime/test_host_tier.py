@@ -81,7 +81,7 @@ def test_a_prefix_evicted_from_the_pool_comes_back_from_host_identical(rt: Runti
     assert scheduler.cache.cached_len(prompt(rt, 0)) < BLOCK  # gone from the pool
     again = run_one(rt, scheduler, prompt(rt, 0))
     details = again.meta["cached_tokens_details"]
-    assert again.meta["cached_tokens"] == PREFIX and details["storage"] == 0
+    assert again.meta["cached_tokens"] == PREFIX and "storage" not in details  # no storage tier
     assert details["host"] == PREFIX - details["device"] >= 3 * BLOCK
     assert again.output_ids == first.output_ids
     reloaded = tier(scheduler).io.read(scheduler.cache.match_prefix(prompt(rt, 0)).slots[:PREFIX])
@@ -126,7 +126,7 @@ def test_best_effort_admits_at_once_and_recomputes_what_is_not_read_yet(rt: Runt
     opened = gate(tier(scheduler).storage.store, "load")
     outcome = run_one(rt, scheduler, prompt(rt, 5))
     opened.set()
-    assert outcome.meta["cached_tokens_details"] == {"device": 0, "host": 0, "storage": 0}
+    assert outcome.meta["cached_tokens_details"] == {"device": 0, "host": 0, "storage": 0, "storage_backend": "file"}
     assert outcome.output_ids == reference.output_ids
     tier(scheduler).close(1)
 
@@ -143,7 +143,12 @@ def test_wait_complete_admits_once_the_read_is_done(rt: Runtime, stored: tuple[P
 
     outcome = run_one(rt, scheduler, prompt(rt, 5), between_steps=hold_then_open)
     assert opened.is_set()
-    assert outcome.meta["cached_tokens_details"] == {"device": 0, "host": 0, "storage": PREFIX}
+    assert outcome.meta["cached_tokens_details"] == {
+        "device": 0,
+        "host": 0,
+        "storage": PREFIX,
+        "storage_backend": "file",
+    }
     assert outcome.output_ids == reference.output_ids
     tier(scheduler).close(1)
 
