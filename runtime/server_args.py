@@ -266,10 +266,6 @@ class ServerArgs:
             raise ValueError("--enable-hierarchical-cache needs the radix cache (drop --disable-radix-cache)")
         if self.tp_size > 1:
             raise ValueError("--enable-hierarchical-cache is not supported with --tp-size > 1 yet")
-        if self.enable_lora:
-            # Stored blocks are keyed by tokens and model, not yet by adapter: another adapter's
-            # KV (or, after a restart, another load's) could be read back.
-            raise ValueError("--enable-hierarchical-cache is not supported with LoRA adapters yet")
 
     def hicache_extra_config(self) -> dict[str, Any]:
         """`--hicache-storage-backend-extra-config` parsed (empty when unset)."""

@@ -34,7 +34,7 @@ import torch
 from sglang.runtime.memory.host_pool import HostKVPool
 from sglang.runtime.memory.kv_pages import KVPageIO
 from sglang.runtime.memory.page_store import block_keys
-from sglang.runtime.memory.radix_cache import FreeFn, MatchResult, RadixCache, TreeNode
+from sglang.runtime.memory.radix_cache import CACHE_NAMESPACE_BITS, FreeFn, MatchResult, RadixCache, TreeNode
 from sglang.runtime.memory.storage_io import BlockRef, Prefetch, StorageIO
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 
@@ -94,6 +94,7 @@ class HierarchicalCache:
         self.storage = storage
         self.free_fn = free_fn
         self.block_tokens = config.block_tokens
+        self.scopes: dict[int, str] = {0: ""}  # radix namespace -> what block keys add for it
         cache.on_evict = self._on_evict
 
     @property
@@ -117,10 +118,23 @@ class HierarchicalCache:
         return details
 
     def refs(self, token_ids: Sequence[int]) -> list[BlockRef]:
-        """Every whole block of `token_ids`, keyed."""
+        """Every whole block of `token_ids` (radix keys: a LoRA request's carry its adapter
+        load's namespace), keyed by the model, the adapter's identity (`scopes`) and the plain
+        token ids, so a key means the same KV across loads and restarts. No block for a
+        namespace whose adapter is unknown here."""
+        namespace = token_ids[0] >> CACHE_NAMESPACE_BITS if len(token_ids) else 0
+        scope = self.scopes.get(namespace)
+        if scope is None:
+            return []
+        offset = namespace << CACHE_NAMESPACE_BITS
+        plain = [t - offset for t in token_ids] if offset else list(token_ids)
         b = self.block_tokens
-        keys = block_keys(self.model_id, token_ids, b)
-        return [BlockRef(k, keys[i - 1] if i else "", token_ids[i * b : (i + 1) * b]) for i, k in enumerate(keys)]
+        keys = block_keys(f"{self.model_id}{scope}", plain, b)
+        return [BlockRef(k, keys[i - 1] if i else "", plain[i * b : (i + 1) * b]) for i, k in enumerate(keys)]
+
+    def add_scope(self, namespace: int, adapter_identity: str) -> None:
+        """Keys the blocks of radix namespace `namespace` by the adapter `adapter_identity`."""
+        self.scopes[namespace] = f"|lora:{adapter_identity}"
 
     # -- backing up --------------------------------------------------------------------------
     def back_up(self, token_ids: Sequence[int], slots: torch.Tensor) -> None:

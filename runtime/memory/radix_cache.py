@@ -42,6 +42,10 @@ from sglang.runtime.memory.eviction import eviction_policy
 
 FreeFn = Callable[[torch.Tensor], None]
 
+CACHE_NAMESPACE_BITS = 40
+"""Keys of a namespace (a LoRA adapter load) are token ids plus `namespace << 40`: token ids are
+far below `2**40`, so namespaced keys never collide with another namespace's."""
+
 
 def _empty_slots() -> torch.Tensor:
     return torch.empty(0, dtype=torch.int64)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from sglang.runtime.memory.radix_cache import MatchResult
+from sglang.runtime.memory.radix_cache import CACHE_NAMESPACE_BITS, MatchResult
 from sglang.runtime.memory.storage_io import Prefetch
 from sglang.runtime.processes.messages import DecodeSpec, GenerateRequest, LogprobDelta
 from sglang.runtime.requests.finish_reason import BAD_REQUEST_STATUS, FinishReason
@@ -47,8 +47,6 @@ class LogprobLog:
 
 
 INTERNAL_ERROR_STATUS = 500
-CACHE_NAMESPACE_BITS = 40
-"""Token ids are far below `2**40`, so namespaced keys never collide with another namespace's."""
 
 
 class Req:

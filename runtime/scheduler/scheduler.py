@@ -105,6 +105,8 @@ class Scheduler:
                 if self.lora is None:
                     raise LoraError("this server serves no LoRA adapters (start it with --enable-lora)")
                 req.cache_namespace = self.lora.use(req.lora_name)
+                if self.hicache is not None:
+                    self.hicache.add_scope(req.cache_namespace, self.lora.identity(req.lora_name))
             except LoraError as e:
                 req.lora_name = None  # holds nothing of the manager's to give back
                 req.abort(str(e))
