@@ -10,18 +10,32 @@ time, and the storage folder's size. Target: after the restart, mean TTFT at lea
 with the storage tier than recomputing.
 
     .venv/bin/python benchmarks/bench_hicache.py [--requests 32] [--kv-tokens 4096] [--threads 2]
+
+`--tiers`: instead, the time to first token of one long (~1000-token) prefix served from each
+source, interleaved round by round so that every source sees the same machine load: `recompute`
+(a prefix never seen), `host` (the same prefix again after `/flush_cache` emptied the device pool:
+it comes back from the host tier) and `storage` (the same prefix sent to a second server, started
+with `--hicache-ratio 0` on the same storage folder, that has never seen it: it is read from
+disk, `wait_complete`). One new token per request, so the time is the TTFT; each sample's
+`cached_tokens_details` is checked to come from the tier it is filed under. The load average is
+printed before and after.
+
+    .venv/bin/python benchmarks/bench_hicache.py --tiers [--rounds 5] [--threads 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from bench_peers import shared_prefix_prompts
 from bench_serving import BenchConfig, our_server, run_benchmark, served_model, started_server
 
@@ -43,6 +57,57 @@ def serve_round(flags: list[str], env: dict[str, str], prompts: list, log_dir: P
     return {"mean TTFT, ms": result["mean_ttft_ms"], "median TTFT, ms": result["median_ttft_ms"], "total, s": total}
 
 
+STORAGE_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+TIERS = ("recompute", "host", "storage")
+
+
+def first_token(url: str, prompt: str) -> tuple[float, dict[str, Any]]:
+    """Seconds to generate one token for `prompt`, and where its cached tokens came from."""
+    body = {"text": prompt, "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    started = time.perf_counter()
+    response = httpx.post(f"{url}/generate", json=body, timeout=600)
+    elapsed = time.perf_counter() - started
+    response.raise_for_status()
+    return elapsed, response.json()["meta_info"]["cached_tokens_details"]
+
+
+def tier_rounds(args: argparse.Namespace) -> None:
+    """The `--tiers` benchmark (see the module docstring)."""
+    flags = ["--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
+    flags += ["--enable-hierarchical-cache", "--hicache-storage-backend", "file"]
+    flags += ["--hicache-storage-prefetch-policy", "wait_complete"]
+    samples: dict[str, list[float]] = {tier: [] for tier in TIERS}
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-hicache-") as storage:
+        env = {STORAGE_ENV: storage}
+        host_spec = our_server("bench-hicache-host", flags, env)
+        storage_spec = our_server("bench-hicache-storage", [*flags, "--hicache-ratio", "0"], env)
+        with started_server(host_spec, args.log_dir) as host, started_server(storage_spec, args.log_dir) as disk:
+            for round_ in range(args.rounds + 1):  # round 0 warms both servers up, unmeasured
+                prompt = shared_prefix_prompts(1, random.Random(args.seed * 1000 + round_))[0].prompt
+                for tier in TIERS:
+                    if tier == "host":
+                        httpx.get(f"{host}/flush_cache", timeout=60).raise_for_status()
+                    if tier == "storage":
+                        time.sleep(1.0)  # the host server's writer thread puts the blocks on disk
+                    elapsed, details = first_token(disk if tier == "storage" else host, prompt)
+                    from_tier = sum(details[t] for t in ("host", "storage")) if tier == "recompute" else details[tier]
+                    if (tier == "recompute") != (from_tier < 64):
+                        raise SystemExit(f"round {round_}: {tier} sample served as {details}")
+                    if round_:
+                        samples[tier].append(elapsed)
+                print(f"round {round_}: " + ", ".join(f"{t} {samples[t][-1] * 1000:.0f} ms" for t in TIERS if round_))
+    load_after = os.getloadavg()
+    print(f"\nload average (1, 5, 15 min) before: {load_before}, after: {load_after}")
+    print("\n| source | mean TTFT, ms | median TTFT, ms | vs recompute |\n|---|---|---|---|")
+    recompute = statistics.mean(samples["recompute"])
+    for tier in TIERS:
+        mean = statistics.mean(samples[tier])
+        print(
+            f"| {tier} | {mean * 1000:.0f} | {statistics.median(samples[tier]) * 1000:.0f} | {recompute / mean:.1f}x |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=32)
@@ -50,7 +115,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tiers", action="store_true", help="TTFT from each cache tier, interleaved.")
+    parser.add_argument("--rounds", type=int, default=5, help="--tiers: measured rounds.")
     args = parser.parse_args()
+    if args.tiers:
+        tier_rounds(args)
+        return
     prompts = shared_prefix_prompts(args.requests, random.Random(args.seed))
     base = ["--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
     rows: dict[str, dict[str, Any]] = {}

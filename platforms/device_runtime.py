@@ -11,7 +11,7 @@ looked up when a method runs, never at import, so this file imports on any machi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import ClassVar
@@ -64,6 +64,10 @@ class DeviceRuntime:
         index = slots.to(buffer.device)
         return buffer.index_copy_(axis, index, values.to(buffer.device, buffer.dtype))
 
+    def host_buffer(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        """An uninitialized host tensor for KV pages kept off the device (a lower cache tier)."""
+        return torch.empty(tuple(shape), dtype=dtype)
+
     def capture_graph(self, fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
         raise NotImplementedError(f"{type(self).__name__} has no graph capture")
 
@@ -94,6 +98,14 @@ class TorchDeviceRuntime(DeviceRuntime):
     def empty_cache(self) -> None:
         """Returns the caching allocator's unused blocks to the driver."""
         self.device_module().empty_cache()
+
+    def host_buffer(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        """Pinned (page-locked) host memory, so copies to and from the device can be async;
+        plain host memory where the driver refuses to pin."""
+        try:
+            return torch.empty(tuple(shape), dtype=dtype, pin_memory=True)
+        except RuntimeError:
+            return torch.empty(tuple(shape), dtype=dtype)
 
     def device_count(self) -> int:
         """Devices this process sees (after the platform's visible-devices variable)."""

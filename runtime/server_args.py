@@ -92,13 +92,16 @@ class ServerArgs:
     enable_hierarchical_cache: bool = _opt(
         False,
         "Keep prefixes evicted from the KV pool in lower tiers and load them back instead of recomputing. "
-        "Tiers here: the device pool, then the storage tier (--hicache-storage-backend). There is no host tier: "
-        "on cpu the pool is host memory already, so storage sits directly behind it.",
+        "Tiers: the device pool, the host tier (--hicache-ratio / --hicache-size), the storage tier "
+        "(--hicache-storage-backend). On cpu the pool is host memory already: the host tier is a second copy there "
+        "(--hicache-ratio 0 puts storage directly behind the pool).",
     )
     hicache_ratio: float = _opt(
-        2.0, "Host tier size as a multiple of the device pool (upstream's); no host tier is built here (see above)."
+        2.0,
+        "Host tier size as a multiple of the device pool's tokens (0: no host tier); at most half the host's "
+        "available memory.",
     )
-    hicache_size: int = _opt(0, "Host tier size in GB, overriding --hicache-ratio (upstream's); no host tier here.")
+    hicache_size: int = _opt(0, "Host tier size in GB, overriding --hicache-ratio when positive.")
     hicache_write_policy: str = _opt(
         "write_through",
         "When cached pages are stored below the device: write_through (when a request hands its KV to the cache), "
@@ -119,14 +122,16 @@ class ServerArgs:
     )
     hicache_storage_prefetch_policy: str = _opt(
         "best_effort",
-        "How long a request waits for its stored prefix: best_effort, wait_complete or timeout (upstream's). "
-        "Loads from the file tier complete before the request's prefill under every policy.",
+        "How long a waiting request's admission waits for its stored prefix to be read into memory (reads run "
+        "off the step, while it waits): best_effort (never: what has been read is used, the rest recomputed), "
+        "wait_complete, or timeout (the extra config's prefetch_timeout_base, default 1 s, plus "
+        "prefetch_timeout_per_ki_token, default 0.25 s, per 1024 prompt tokens).",
         choices=("best_effort", "wait_complete", "timeout"),
     )
     hicache_storage_backend_extra_config: str | None = _opt(
         None,
-        'JSON object for the storage backend: {"storage_dir": PATH, "block_tokens": N (tokens per stored file, '
-        "default 64)}.",
+        'JSON object for the storage backend: {"storage_dir": PATH, "block_tokens": N (tokens per block of the '
+        'host and storage tiers, default 64), "prefetch_timeout_base": S, "prefetch_timeout_per_ki_token": S}.',
     )
     cpu_threads: int | None = _opt(None, "torch intra-op threads on the cpu platform (default: torch's choice).")
     disable_cuda_graph: bool = _opt(
@@ -285,10 +290,6 @@ class ServerArgs:
             raise ValueError("--enable-hierarchical-cache needs the radix cache (drop --disable-radix-cache)")
         if self.tp_size > 1:
             raise ValueError("--enable-hierarchical-cache is not supported with --tp-size > 1 yet")
-        if self.enable_lora:
-            # Stored blocks are keyed by tokens and model, not yet by adapter: another adapter's
-            # KV (or, after a restart, another load's) could be read back.
-            raise ValueError("--enable-hierarchical-cache is not supported with LoRA adapters yet")
 
     def hicache_extra_config(self) -> dict[str, Any]:
         """`--hicache-storage-backend-extra-config` parsed (empty when unset)."""

@@ -118,6 +118,7 @@ def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, dera
         f"\nschedule fuzzer on {target.id}: {stats.examples} examples, {stats.requests} requests, "
         f"{stats.sequences} sequences, {after['retractions'] - before['retractions']} retractions, "
         f"{accepted} drafted tokens accepted, "
+        f"{after['host_hit_tokens'] - before['host_hit_tokens']} tokens from the host tier, "
         f"{after['storage_hit_tokens'] - before['storage_hit_tokens']} tokens from the storage tier, "
         f"{len(stats.near_ties)} near ties, {time.perf_counter() - started_at:.0f} s"
     )

@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 from sglang.runtime.lora.adapter import LoraAdapter, LoraError, read_adapter
@@ -35,6 +37,8 @@ class Loaded:
     pinned: bool
     users: int = 0
     """Requests (waiting or running) that named this adapter and have not finished."""
+    identity: str = ""
+    """A digest of the adapter's weights and settings, once asked for (`identity`)."""
 
 
 @dataclass
@@ -116,6 +120,22 @@ class LoraManager:
             known = ", ".join(sorted(self.adapters)) or "none"
             raise LoraError(f"LoRA adapter {name!r} is not loaded (loaded: {known})")
         return loaded
+
+    def identity(self, name: str) -> str:
+        """What the adapter computes, as a name stable across loads and restarts: a digest of
+        its rank, scaling and every weight's bytes (the hierarchical cache keys stored KV by it;
+        the load's `uid` is neither stable nor about the weights)."""
+        loaded = self.lookup(name)
+        if not loaded.identity:
+            adapter = loaded.adapter
+            digest = hashlib.blake2b(f"{adapter.rank}|{adapter.scaling}|".encode(), digest_size=16)
+            for path, pair in sorted(adapter.weights.items()):
+                digest.update(path.encode())
+                for weight in pair:
+                    digest.update(f"|{tuple(weight.shape)}|{weight.dtype}|".encode())
+                    digest.update(weight.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes())
+            loaded.identity = digest.hexdigest()
+        return loaded.identity
 
     def names(self) -> list[dict[str, object]]:
         return [{"lora_name": n, "lora_path": a.adapter.path, "pinned": a.pinned} for n, a in self.adapters.items()]

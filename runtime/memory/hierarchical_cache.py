@@ -1,112 +1,74 @@
-"""The hierarchical KV cache: the device pool's radix tree, backed by the file storage tier.
+"""The hierarchical KV cache: the device pool's radix tree, backed by a host tier and a storage tier.
 
-Prefixes whose pages leave the device pool (evicted), or that are written through as soon as
-they are cached, are kept as blocks in the storage tier (runtime/memory/page_store.py). When a
-request is admitted its prefix is matched in the device tree first; the whole blocks that follow
-the device match are looked up in storage, loaded into freshly allocated pool slots before the
-request's prefill, and inserted into the tree, so the request (and `cached_tokens`) sees them as
-cached. There is no host tier between the pool and storage: on cpu the pool is host memory
-already.
+Prefixes are backed up below the device in whole blocks (`block_tokens` tokens, keyed by the
+chained hash of the prefix up to the block's end, the model and the adapter: `block_keys`): into
+the host tier (runtime/memory/host_pool.py) and from there to the file storage tier
+(runtime/memory/page_store.py) by a writer thread (runtime/memory/storage_io.py). When a request
+is admitted its prefix is matched in the device tree first; the whole blocks that follow are
+taken from the host tier, else from what its prefetch read from storage while it waited, copied
+into freshly allocated pool slots and inserted into the tree, so the request (and
+`cached_tokens`, split per tier) sees them as cached. No disk access happens on the step.
 
-Write policies (upstream's `--hicache-write-policy`):
-- write_through: a request's whole blocks are stored when it hands its KV to the tree;
-- write_through_selective: a prefix's blocks are stored once a second request reuses it;
-- write_back: blocks are stored only when their pages are evicted from the pool.
-Under every policy an evicted page that is not stored yet is stored on its way out.
+Write policies (upstream's `--hicache-write-policy`), for copies out of the device pool:
+- write_through: a request's whole blocks are backed up when it hands its KV to the tree;
+- write_through_selective: a prefix's blocks are backed up once a second request reuses it;
+- write_back: blocks are backed up only when their pages are evicted from the pool.
+Under every policy an evicted page not backed up yet is backed up on its way out, and every
+block that lands in the host tier is queued for storage (the host tier writes through).
 
-Invariants: a block is stored only from slots the tree or its request holds, before they are
-freed; loaded slots are owned by the tree once inserted (or freed if the tree already had them);
-`stats` only grow.
+Invariants: a block is read from slots the tree or its request holds, before they are freed;
+loaded slots are owned by the tree once inserted (or freed if the tree already had them); a
+block is queued for storage at most once while its write is pending; `stats` only grow.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
+from sglang.runtime.memory.host_pool import HostKVPool
 from sglang.runtime.memory.kv_pages import KVPageIO
-from sglang.runtime.memory.page_store import FilePageStore, block_keys
-from sglang.runtime.memory.radix_cache import FreeFn, MatchResult, RadixCache, TreeNode
+from sglang.runtime.memory.page_store import block_keys
+from sglang.runtime.memory.radix_cache import CACHE_NAMESPACE_BITS, FreeFn, MatchResult, RadixCache, TreeNode
+from sglang.runtime.memory.storage_io import BlockRef, Prefetch, StorageIO
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 
 if TYPE_CHECKING:
-    from sglang.runtime.server_args import ServerArgs
+    from sglang.runtime.memory.hicache_setup import HiCacheConfig
 
 logger = logging.getLogger(__name__)
 
-WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
-STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
-DEFAULT_STORAGE_DIR = "/tmp/hicache"
-DEFAULT_BLOCK_TOKENS = 64
-"""Tokens per stored block unless the extra config's `block_tokens` says otherwise (rounded up
-to whole pages): one file per block, so small blocks mean many small files."""
-
-
-@dataclass(frozen=True)
-class HiCacheConfig:
-    storage_dir: Path
-    block_tokens: int
-    write_policy: str
-
-    @classmethod
-    def from_args(cls, args: ServerArgs) -> HiCacheConfig | None:
-        """The storage tier's settings, or None when the server runs without one. The folder:
-        the extra config's `storage_dir`, else `$SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR`, else
-        /tmp/hicache (upstream's file backend's order)."""
-        if not args.enable_hierarchical_cache or args.hicache_storage_backend is None:
-            return None
-        extra = args.hicache_extra_config()
-        folder = extra.get("storage_dir") or os.environ.get(STORAGE_DIR_ENV) or DEFAULT_STORAGE_DIR
-        block = int(extra.get("block_tokens", DEFAULT_BLOCK_TOKENS))
-        block = -(-block // args.page_size) * args.page_size
-        return cls(Path(folder), block, args.hicache_write_policy)
+STORAGE_BACKEND = "file"
+"""The one `--hicache-storage-backend` there is."""
+SHUTDOWN_FLUSH_S = 4.0
+"""How long shutdown waits for queued storage writes: inside the 5 s the engine gives its children
+between SIGTERM and SIGKILL (runtime/processes/launch.py)."""
 
 
 @dataclass
 class TierStats:
-    """What the storage tier did (the tokens it served are the scheduler's `storage_hit_tokens`)."""
+    """What the lower tiers did (the tokens they served are the scheduler's `*_hit_tokens`)."""
 
+    host_blocks: int = 0
+    host_blocks_evicted: int = 0
     storage_blocks_written: int = 0
     storage_blocks_read: int = 0
     storage_blocks_rejected: int = 0
     storage_write_errors: int = 0
 
 
-def model_identity(model: torch.nn.Module, config: dict, layout: Sequence[int], dtype: torch.dtype) -> str:
-    """A name for "this model's KV": its config, KV layout and dtype, and a sample of every
-    weight's values (two servers of one checkpoint agree; a model with other weights, even of
-    the same architecture, does not)."""
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
-    digest.update(f"|{tuple(layout)}|{dtype}".encode())
-    for name, tensor in _weights(model):
-        flat = tensor.detach().reshape(-1)
-        sample = torch.cat([flat[:16], flat[-16:]]) if flat.numel() > 32 else flat
-        digest.update(f"|{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
-        digest.update(repr(sample.tolist()).encode())  # exact for every dtype, on any device
-    return digest.hexdigest()[:32]
+@dataclass(frozen=True)
+class Loaded:
+    """A request's cached prefix after loading, and how many of its tokens came from each tier."""
 
-
-def _weights(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
-    """The state dict, and the tensors of weights kept outside it (a quantized weight is an
-    object holding its packed data and scales as plain attributes)."""
-    found = dict(model.state_dict())
-    for prefix, module in model.named_modules():
-        for attr, value in vars(module).items():
-            if attr.startswith("_"):
-                continue
-            held = vars(value).items() if hasattr(value, "__dataclass_fields__") else [("", value)]
-            for field_name, tensor in held:
-                if isinstance(tensor, torch.Tensor):
-                    found.setdefault(f"{prefix}.{attr}.{field_name}", tensor)
-    return sorted(found.items())
+    match: MatchResult
+    host_tokens: int = 0
+    storage_tokens: int = 0
 
 
 class HierarchicalCache:
@@ -116,7 +78,9 @@ class HierarchicalCache:
         cache: RadixCache,
         allocator: PagedTokenAllocator,
         io: KVPageIO,
-        store: FilePageStore,
+        model_id: str,
+        host: HostKVPool | None,
+        storage: StorageIO | None,
         free_fn: FreeFn,
     ) -> None:
         if config.block_tokens % allocator.page_size:
@@ -125,42 +89,82 @@ class HierarchicalCache:
         self.cache = cache
         self.allocator = allocator
         self.io = io
-        self.store = store
+        self.model_id = model_id
+        self.host = host
+        self.storage = storage
         self.free_fn = free_fn
         self.block_tokens = config.block_tokens
-        self.dtype = io.runner.kv_buffers[0].dtype
-        self._stored: set[str] = set()  # keys known to be on disk: skips a stat per block
+        self.scopes: dict[int, str] = {0: ""}  # radix namespace -> what block keys add for it
         cache.on_evict = self._on_evict
 
     @property
     def stats(self) -> TierStats:
-        s = self.store.stats
-        return TierStats(s.blocks_written, s.blocks_read, s.blocks_rejected, s.write_errors)
+        stats = TierStats()
+        if self.host is not None:
+            stats.host_blocks, stats.host_blocks_evicted = len(self.host), self.host.evicted
+        if self.storage is not None:
+            s = self.storage.store.stats
+            stats.storage_blocks_written, stats.storage_blocks_read = s.blocks_written, s.blocks_read
+            stats.storage_blocks_rejected, stats.storage_write_errors = s.blocks_rejected, s.write_errors
+        return stats
 
-    # -- storing -----------------------------------------------------------------------------
-    def store_prefix(self, token_ids: Sequence[int], slots: torch.Tensor) -> None:
-        """Stores every whole block of `token_ids` (whose KV is at `slots`) not stored yet."""
-        keys = block_keys(self.store.model_id, token_ids, self.block_tokens)
-        for i, key in enumerate(keys):
-            if key in self._stored:
-                continue
-            if self.store.contains(key):
-                self._stored.add(key)
-                continue
-            start, end = i * self.block_tokens, (i + 1) * self.block_tokens
-            block = self.io.read(slots[start:end])
-            if self.store.save(key, keys[i - 1] if i else "", token_ids[start:end], block):
-                self._stored.add(key)
+    def details(self, loaded: Loaded) -> dict[str, int | str]:
+        """A request's `cached_tokens` per tier, as upstream's `cached_tokens_details` has them
+        (the storage keys only where there is a storage tier)."""
+        device = loaded.match.num_cached - loaded.host_tokens - loaded.storage_tokens
+        details: dict[str, int | str] = {"device": device, "host": loaded.host_tokens}
+        if self.storage is not None:
+            details |= {"storage": loaded.storage_tokens, "storage_backend": STORAGE_BACKEND}
+        return details
+
+    def refs(self, token_ids: Sequence[int]) -> list[BlockRef]:
+        """Every whole block of `token_ids` (radix keys: a LoRA request's carry its adapter
+        load's namespace), keyed by the model, the adapter's identity (`scopes`) and the plain
+        token ids, so a key means the same KV across loads and restarts. No block for a
+        namespace whose adapter is unknown here."""
+        namespace = token_ids[0] >> CACHE_NAMESPACE_BITS if len(token_ids) else 0
+        scope = self.scopes.get(namespace)
+        if scope is None:
+            return []
+        offset = namespace << CACHE_NAMESPACE_BITS
+        plain = [t - offset for t in token_ids] if offset else list(token_ids)
+        b = self.block_tokens
+        keys = block_keys(f"{self.model_id}{scope}", plain, b)
+        return [BlockRef(k, keys[i - 1] if i else "", plain[i * b : (i + 1) * b]) for i, k in enumerate(keys)]
+
+    def add_scope(self, namespace: int, adapter_identity: str) -> None:
+        """Keys the blocks of radix namespace `namespace` by the adapter `adapter_identity`."""
+        self.scopes[namespace] = f"|lora:{adapter_identity}"
+
+    # -- backing up --------------------------------------------------------------------------
+    def back_up(self, token_ids: Sequence[int], slots: torch.Tensor) -> None:
+        """Copies every whole block of `token_ids` (whose KV is at `slots`) that a lower tier
+        lacks out of the device, in one read; queues those storage lacks for the writer."""
+        b = self.block_tokens
+        missing = [
+            (i, ref)
+            for i, ref in enumerate(self.refs(token_ids))
+            if (self.host is not None and ref.key not in self.host)
+            or (self.storage is not None and not self.storage.has(ref.key))
+        ]
+        if not missing:
+            return
+        read = self.io.read(torch.cat([slots[i * b : (i + 1) * b] for i, _ in missing]))
+        for (_, ref), block in zip(missing, read.split(b, dim=self.io.axis + 1)):
+            if self.host is not None:
+                self.host.put(ref.key, block)
+            if self.storage is not None and not self.storage.has(ref.key):
+                self.storage.write(ref, block.contiguous())
 
     def on_cached(self, token_ids: Sequence[int], slots: torch.Tensor) -> None:
-        """A request hands its computed KV to the tree (write_through stores it now)."""
+        """A request hands its computed KV to the tree (write_through backs it up now)."""
         if self.config.write_policy == "write_through":
-            self.store_prefix(token_ids, slots)
+            self.back_up(token_ids, slots)
 
     def on_hit(self, match: MatchResult, token_ids: Sequence[int]) -> None:
-        """A request was admitted reusing `match` (write_through_selective stores reused prefixes)."""
+        """A request was admitted reusing `match` (write_through_selective backs up reused prefixes)."""
         if self.config.write_policy == "write_through_selective" and match.last_node.hit_count >= 2:
-            self.store_prefix(token_ids[: match.num_cached], match.slots)
+            self.back_up(token_ids[: match.num_cached], match.slots)
 
     def _on_evict(self, node: TreeNode) -> None:
         tokens = self.cache.prefix_tokens(node)
@@ -170,44 +174,81 @@ class HierarchicalCache:
         while walk is not self.cache.root:
             parts.append(walk.slots)
             walk = walk.parent
-        self.store_prefix(tokens, torch.cat(parts[::-1]))
+        self.back_up(tokens, torch.cat(parts[::-1]))
+
+    # -- prefetching -------------------------------------------------------------------------
+    def prefetch(self, token_ids: Sequence[int]) -> Prefetch | None:
+        """Starts reading the stored blocks of a waiting request's prefix that neither the pool
+        nor the host tier holds now; None without a storage tier."""
+        if self.storage is None:
+            return None
+        refs = self.refs(token_ids)
+        first = self.cache.cached_len(token_ids) // self.block_tokens
+        while first < len(refs) and self.host is not None and refs[first].key in self.host:
+            first += 1
+        c = self.config
+        timeout = c.prefetch_timeout_base + c.prefetch_timeout_per_ki_token * len(token_ids) / 1024
+        return self.storage.prefetch(refs[first:], timeout)
+
+    def ready(self, job: Prefetch | None) -> bool:
+        """Whether a request with prefetch `job` may be admitted now (the prefetch policy)."""
+        if job is None or job.done.is_set() or self.config.prefetch_policy == "best_effort":
+            return True
+        return self.config.prefetch_policy == "timeout" and time.monotonic() >= job.deadline
+
+    def await_prefetch(self, jobs: Sequence[Prefetch | None], timeout: float) -> None:
+        """Waits up to `timeout` seconds for the first of `jobs` admission is waiting on."""
+        waiting = next((j for j in jobs if j is not None and not self.ready(j)), None)
+        if waiting is not None:
+            waiting.done.wait(timeout)
 
     # -- loading -----------------------------------------------------------------------------
-    def load_prefix(self, token_ids: Sequence[int], match: MatchResult) -> MatchResult:
-        """Extends the device `match` of `token_ids` with the stored blocks that follow it,
-        loaded into the pool and cached in the tree; returns the new match (the old one if
-        storage has nothing more, or the pool has no room)."""
+    def load_prefix(self, token_ids: Sequence[int], match: MatchResult, job: Prefetch | None) -> Loaded:
+        """Extends the device `match` of `token_ids` with the blocks that follow it in the host
+        tier or in what `job` prefetched, loaded into the pool and cached in the tree (the old
+        match if no tier has more, or the pool has no room). Ends `job`."""
+        if job is not None:
+            job.cancelled = True
         b = self.block_tokens
-        keys = block_keys(self.store.model_id, token_ids, b)
+        refs = self.refs(token_ids)
         first = match.num_cached // b
-        blocks = []
-        for i in range(first, len(keys)):
-            tokens = token_ids[i * b : (i + 1) * b]
-            block = self.store.load(keys[i], keys[i - 1] if i else "", tokens, self.dtype, self.io.block_shape(b))
+        blocks: list[torch.Tensor] = []
+        from_host: list[bool] = []
+        for ref in refs[first:]:
+            block = self.host.get(ref.key) if self.host is not None else None
+            if block is None and job is not None:
+                block = job.blocks.get(ref.key)
             if block is None:
-                self._stored.discard(keys[i])
                 break
-            self._stored.add(keys[i])
             blocks.append(block)
+            from_host.append(self.host is not None and ref.key in self.host)
         if not blocks:
-            return match
+            return Loaded(match)
         end = (first + len(blocks)) * b
         count = end - match.num_cached
+        axis = self.io.axis + 1
+        # A copy: evicting room below may back blocks up into (and reuse) host rows read here.
+        values = torch.cat(blocks, dim=axis).narrow(axis, match.num_cached - first * b, count)
         slots = self._allocate(match, count)
         if slots is None:
-            return match
-        axis = self.io.axis + 1
-        self.io.write(slots, torch.cat(blocks, dim=axis).narrow(axis, match.num_cached - first * b, count))
+            return Loaded(match)
+        self.io.write(slots, values)
+        for ref, block, hosted in zip(refs[first:], blocks, from_host):
+            if self.host is not None and not hosted:
+                self.host.put(ref.key, block)
         present = self.cache.insert(token_ids[:end], torch.cat([match.slots, slots]))
         self.free_fn(slots[: max(present - match.num_cached, 0)])  # the tree had those already
+        host_blocks = sum(from_host)
+        host_tokens = host_blocks * b - (match.num_cached - first * b if from_host[0] else 0)
+        loaded = Loaded(self.cache.match_prefix(token_ids[:end]), host_tokens, count - host_tokens)
         logger.info(
-            "prefix of %d tokens: %d from the device pool, %d loaded from storage (%d blocks)",
+            "prefix of %d tokens: %d from the device pool, %d from the host tier, %d from storage",
             end,
             match.num_cached,
-            count,
-            len(blocks),
+            loaded.host_tokens,
+            loaded.storage_tokens,
         )
-        return self.cache.match_prefix(token_ids[:end])
+        return loaded
 
     def _allocate(self, match: MatchResult, count: int) -> torch.Tensor | None:
         """Pool slots for `count` tokens after `match`, evicting other cached prefixes (never
@@ -220,25 +261,11 @@ class HierarchicalCache:
             self.cache.dec_lock_ref(match.last_node)
         return self.allocator.alloc_extend(last, count)
 
+    def flush(self, timeout: float = SHUTDOWN_FLUSH_S) -> bool:
+        """Waits for queued storage writes (True when none is left)."""
+        return self.storage is None or self.storage.flush(timeout)
 
-def build_hierarchical_cache(
-    args: ServerArgs, cache: RadixCache, allocator: PagedTokenAllocator, runner: object, free_fn: FreeFn
-) -> HierarchicalCache | None:
-    """The storage-backed cache `args` ask for over `runner`'s KV buffers, or None."""
-    config = HiCacheConfig.from_args(args)
-    if config is None:
-        if args.enable_hierarchical_cache:
-            logger.warning("hierarchical cache without --hicache-storage-backend: the device pool is the only tier")
-        return None
-    io = KVPageIO(runner, runner.attn_backend, runner.platform.runtime)
-    dtype = runner.kv_buffers[0].dtype
-    identity = model_identity(runner.model, runner.model.config.raw, io.layout, dtype)
-    store = FilePageStore(config.storage_dir, identity)
-    logger.info(
-        "hierarchical cache: device pool -> file storage at %s (%d-token blocks, %s, %.1f KiB a block)",
-        store.root,
-        config.block_tokens,
-        config.write_policy,
-        torch.Size(io.block_shape(config.block_tokens)).numel() * dtype.itemsize / 1024,
-    )
-    return HierarchicalCache(config, cache, allocator, io, store, free_fn)
+    def close(self, timeout: float = SHUTDOWN_FLUSH_S) -> None:
+        """Shutdown: flushes queued storage writes (bounded) and stops the storage threads."""
+        if self.storage is not None:
+            self.storage.close(timeout)

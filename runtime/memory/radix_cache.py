@@ -42,6 +42,10 @@ from sglang.runtime.memory.eviction import eviction_policy
 
 FreeFn = Callable[[torch.Tensor], None]
 
+CACHE_NAMESPACE_BITS = 40
+"""Keys of a namespace (a LoRA adapter load) are token ids plus `namespace << 40`: token ids are
+far below `2**40`, so namespaced keys never collide with another namespace's."""
+
 
 def _empty_slots() -> torch.Tensor:
     return torch.empty(0, dtype=torch.int64)
@@ -127,6 +131,21 @@ class RadixCache:
             parts.append(child.slots)
             node, pos = child, pos + matched
         return MatchResult(torch.cat(parts) if parts else _empty_slots(), node)
+
+    def cached_len(self, token_ids: Sequence[int]) -> int:
+        """How many leading tokens of `token_ids` `match_prefix` would find, without touching
+        the tree (no split, no access time): for looking ahead at requests still waiting."""
+        if self.disable:
+            return 0
+        key = list(token_ids[: len(token_ids) - len(token_ids) % self.page_size])
+        node, pos = self.root, 0
+        while pos < len(key) and (child := node.children.get(self._child_key(key, pos))) is not None:
+            matched = self._match_len(child.key, key, pos)
+            pos += matched
+            if matched < len(child.key):
+                break
+            node = child
+        return pos
 
     def insert(self, token_ids: Sequence[int], slots: torch.Tensor, priority: int = 0) -> int:
         """Caches `token_ids` (a whole number of pages) at `slots`; returns how many leading

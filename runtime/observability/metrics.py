@@ -178,8 +178,9 @@ class ServerMetrics:
         ):
             self._advance(self.realtime_tokens.labels(**self.scheduler_labels, mode=mode), key, getattr(status, key))
         self._advance(self.retracted, "retractions", status.retractions)
-        storage = status.storage_hit_tokens
-        for tier, hits in (("device", status.cached_tokens - storage), ("storage", storage)):
+        host, storage = status.host_hit_tokens, status.storage_hit_tokens
+        tiers = (("device", status.cached_tokens - host - storage), ("host", host), ("storage", storage))
+        for tier, hits in tiers:
             self.tier_hit_tokens.labels(tier=tier).set(hits)
             self.tier_hit_rate.labels(tier=tier).set(hits / prompt if prompt else 0.0)
         for key, counter in self.step_counts.items():

@@ -96,6 +96,8 @@ class RequestMeta:
     spec_accepted_tokens: int = 0
     queue_time: float | None = None
     """Seconds from arrival to the request's first admission (None while it waits)."""
+    cached_tokens_details: dict[str, int | str] | None = None
+    """`cached_tokens` per cache tier: device, host, storage (None without the hierarchical cache)."""
 
 
 @dataclass

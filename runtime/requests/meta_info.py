@@ -51,6 +51,7 @@ class MetaInfo:
                 "prompt_tokens": meta.prompt_tokens,
                 "completion_tokens": meta.completion_tokens,
                 "cached_tokens": meta.cached_tokens,
+                "cached_tokens_details": meta.cached_tokens_details,
             }
         out["finish_reason"] = None if finish_reason is None else finish_reason.to_json()
         if meta is not None:

@@ -92,7 +92,6 @@ GENERATE: dict[str, Missing] = {
 
 OPENAI: dict[str, Missing] = {
     **_SHARED,
-    "return_cached_tokens_details": Missing(_SGLEXT, False),
     "return_spec_tokens_details": Missing("speculative decoding", False),
     "return_token_ids": Missing(_SGLEXT, False),
     "return_prompt_token_ids": Missing(_SGLEXT, False),

@@ -62,6 +62,7 @@ def request_meta(req: Req) -> RequestMeta:
         prompt_tokens=len(req.input_ids),
         completion_tokens=outputs,
         cached_tokens=req.cached_tokens,
+        cached_tokens_details=req.cached_tokens_details,
         e2e_latency=now - req.arrival_time,
         ttft=None if first is None else first - req.arrival_time,
         itl=(now - first) / (outputs - 1) if first is not None and outputs > 1 else None,

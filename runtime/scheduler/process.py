@@ -242,16 +242,20 @@ def run_scheduler_process(
     heartbeat = StepHeartbeat(step_clock)
     # Idle rank 0 wakes to tell the other ranks it is alive (and to notice if one is not).
     ranks_heartbeat = scheduler.runner.heartbeat if isinstance(scheduler.runner, LeaderRunner) else None
-    while True:
-        if not scheduler.has_work:
-            heartbeat.idle()
-            while not poller.poll(None if ranks_heartbeat is None else HEARTBEAT_S * 1000):
-                ranks_heartbeat()
-        for message in ipc.recv_nowait(inbox):
-            _handle(scheduler, message, control)
-        heartbeat.beat()
-        updates = scheduler.step()
-        if updates:
-            ipc.send(to_detokenizer, TokenBatch(updates))
-            if tracer is not None:
-                report_scheduler_stages(tracer, updates)
+    try:
+        while True:
+            if not scheduler.has_work:
+                heartbeat.idle()
+                while not poller.poll(None if ranks_heartbeat is None else HEARTBEAT_S * 1000):
+                    ranks_heartbeat()
+            for message in ipc.recv_nowait(inbox):
+                _handle(scheduler, message, control)
+            heartbeat.beat()
+            updates = scheduler.step()
+            if updates:
+                ipc.send(to_detokenizer, TokenBatch(updates))
+                if tracer is not None:
+                    report_scheduler_stages(tracer, updates)
+    finally:  # SIGTERM exits through here: blocks queued for storage are written first
+        if scheduler.hicache is not None:
+            scheduler.hicache.close()

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from sglang.runtime.memory.radix_cache import MatchResult
+from sglang.runtime.memory.radix_cache import CACHE_NAMESPACE_BITS, MatchResult
+from sglang.runtime.memory.storage_io import Prefetch
 from sglang.runtime.processes.messages import DecodeSpec, GenerateRequest, LogprobDelta
 from sglang.runtime.requests.finish_reason import BAD_REQUEST_STATUS, FinishReason
 from sglang.runtime.requests.stop_regex import SEARCH_BUDGET_S, StopRegexTooSlow, first_match, longest_reach
@@ -46,8 +47,6 @@ class LogprobLog:
 
 
 INTERNAL_ERROR_STATUS = 500
-CACHE_NAMESPACE_BITS = 40
-"""Token ids are far below `2**40`, so namespaced keys never collide with another namespace's."""
 
 
 class Req:
@@ -76,6 +75,10 @@ class Req:
         self.slots = torch.empty(0, dtype=torch.int64)
         self.match: MatchResult | None = None
         self.cached_tokens = 0
+        self.cached_tokens_details: dict[str, int | str] | None = None
+        """`cached_tokens` per cache tier (device, host, storage); None without the hierarchical cache."""
+        self.prefetch: Prefetch | None = None
+        """The read of its stored prefix while it waits (hierarchical cache with a storage tier)."""
         self.finish_reason: FinishReason | None = None
         self.log = LogprobLog()
         self.grammar: Any = None

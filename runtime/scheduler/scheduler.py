@@ -21,7 +21,8 @@ from sglang.ops.step import StepError
 from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.manager import LoraManager
-from sglang.runtime.memory.hierarchical_cache import build_hierarchical_cache
+from sglang.runtime.memory.hicache_setup import build_hierarchical_cache
+from sglang.runtime.memory.hierarchical_cache import Loaded
 from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
@@ -43,6 +44,10 @@ logger = logging.getLogger(__name__)
 DECODE_RESERVE_RATIO = 0.3
 """Share of running requests' remaining output tokens kept free when admitting new ones; too
 little means more retractions, too much means less batching."""
+
+IDLE_PREFETCH_WAIT_S = 0.01
+"""With nothing to run but requests waiting for their stored prefix, a step waits this long for
+a read to complete instead of returning at once (the loop would spin)."""
 
 RESERVE_CLIP_TOKENS = 4096
 """Outputs are usually far shorter than an unbounded `max_new_tokens` (up to the context): the
@@ -85,6 +90,7 @@ class Scheduler:
             "prompt_tokens": 0,
             "generation_tokens": 0,
             "cached_tokens": 0,
+            "host_hit_tokens": 0,
             "storage_hit_tokens": 0,
             "retractions": 0,
         }
@@ -99,6 +105,8 @@ class Scheduler:
                 if self.lora is None:
                     raise LoraError("this server serves no LoRA adapters (start it with --enable-lora)")
                 req.cache_namespace = self.lora.use(req.lora_name)
+                if self.hicache is not None:
+                    self.hicache.add_scope(req.cache_namespace, self.lora.identity(req.lora_name))
             except LoraError as e:
                 req.lora_name = None  # holds nothing of the manager's to give back
                 req.abort(str(e))
@@ -106,6 +114,8 @@ class Scheduler:
                 return
         if self.grammar is not None and self.grammar.wants(req.params):
             self.grammar.submit(req)
+        if self.hicache is not None:  # its stored prefix is read while it waits
+            req.prefetch = self.hicache.prefetch(req.cache_ids(len(req.fill_ids) - 1))
         self.waiting.append(req)
 
     def abort(self, rid: str, message: str) -> None:
@@ -131,8 +141,8 @@ class Scheduler:
 
     def flush_cache(self) -> bool:
         """Empties the device tier of the prefix cache; refused (False) while requests run or
-        wait. The storage tier keeps its blocks (they are still valid KV of this model): delete
-        the storage folder to drop them."""
+        wait. The host and storage tiers keep their blocks (they are still valid KV of this
+        model): restart to empty the host tier, delete the storage folder to drop stored ones."""
         if self.waiting or self.running:
             return False
         self.cache.reset()
@@ -147,6 +157,8 @@ class Scheduler:
         self._release_aborted()
         self._admit()
         entries = self._plan()
+        if not entries and self.hicache is not None:  # idle but for reads: wait on them, do not spin
+            self.hicache.await_prefetch([r.prefetch for r in self.waiting], IDLE_PREFETCH_WAIT_S)
         if entries:
             try:
                 step, row_map = build_step(entries, with_lora=self.lora is not None)
@@ -219,9 +231,12 @@ class Scheduler:
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
                 self._finish(req)
                 continue
-            device_hit = match.num_cached
-            if self.hicache is not None:  # stored blocks after the device match come back first
-                match = self.hicache.load_prefix(req.cache_ids(limit), match)
+            loaded = Loaded(match)
+            if self.hicache is not None:  # blocks of lower tiers after the device match come back first
+                if not self.hicache.ready(req.prefetch):
+                    continue
+                loaded = self.hicache.load_prefix(req.cache_ids(limit), match, req.prefetch)
+                req.prefetch, match = None, loaded.match
             if share_prefills and waits_for_shared_prefill(req.cache_ids(limit), match.num_cached, prefilling):
                 continue
             if self.lora is not None:
@@ -243,8 +258,10 @@ class Scheduler:
                 if self.hicache is not None:
                     self.hicache.on_hit(match, req.cache_ids(len(req.fill_ids)))
                 req.cached_tokens = match.num_cached
+                req.cached_tokens_details = self.hicache.details(loaded) if self.hicache is not None else None
                 self.stats["cached_tokens"] += match.num_cached
-                self.stats["storage_hit_tokens"] += match.num_cached - device_hit
+                self.stats["host_hit_tokens"] += loaded.host_tokens
+                self.stats["storage_hit_tokens"] += loaded.storage_tokens
             self.waiting.remove(req)
             self.running.append(req)
             reserve += self._promised_tokens(req)
@@ -407,6 +424,8 @@ class Scheduler:
             self.finished_updates.append(self._update(req))
 
     def _finish(self, req: Req) -> None:
+        if req.prefetch is not None:  # finished while waiting: its storage reads can stop
+            req.prefetch.cancelled = True
         self._release_kv(req)
         if self.lora is not None and req.lora_name is not None:
             self.lora.unuse(req.lora_name)

@@ -7,11 +7,11 @@ from typing import Any
 
 from fastapi import Request
 
+from sglang.runtime.observability.metrics import ServerMetrics
 from sglang.runtime.processes.messages import ReadyInfo
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.requests.generate_input import InvalidRequestError
 from sglang.runtime.server.errors import ApiError
-from sglang.runtime.server.metrics import ServerMetrics
 from sglang.runtime.server_args import ServerArgs
 
 

@@ -1,7 +1,8 @@
 """The storage tier across a restart of a real server: a long prompt served once, the server
 stopped and started again on the same storage folder, the same prompt again: its stored prefix
 is reported as `cached_tokens` (OpenAI usage and `meta_info`), fewer tokens are prefilled, the
-output is identical, and `/metrics` counts the hits per tier; `/flush_cache` leaves storage.
+output is identical, and `/metrics` counts the hits per tier; `/flush_cache` leaves the host
+and storage tiers, so the prefix then comes from the host tier (`cached_tokens_details`).
 
 Two server starts make it slow (`make test-slow`); the default run covers the same restart
 in-process (tests/runtime/test_hierarchical_cache.py: a fresh pool on the same folder)."""
@@ -24,7 +25,22 @@ def complete(server: RunningServer) -> dict[str, Any]:
     with server.client() as client:
         response = client.post(
             "/v1/completions",
-            json={"model": server.model_name(), "prompt": PROMPT, "max_tokens": 8, "temperature": 0},
+            json={
+                "model": server.model_name(),
+                "prompt": PROMPT,
+                "max_tokens": 8,
+                "temperature": 0,
+                "return_cached_tokens_details": True,
+            },
+        )
+    response.raise_for_status()
+    return response.json()
+
+
+def generate(server: RunningServer) -> dict[str, Any]:
+    with server.client() as client:
+        response = client.post(
+            "/generate", json={"text": PROMPT, "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
         )
     response.raise_for_status()
     return response.json()
@@ -37,6 +53,8 @@ def start(server_group: Callable[..., RunningServer], folder: Path) -> RunningSe
         "--enable-hierarchical-cache",
         "--hicache-storage-backend",
         "file",
+        "--hicache-storage-prefetch-policy",
+        "wait_complete",
         "--hicache-storage-backend-extra-config",
         f'{{"block_tokens": {BLOCK}}}',
     )
@@ -59,14 +77,24 @@ def test_a_stored_prefix_survives_a_restart(tmp_path: Path):
         cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"]
         assert cached == (prompt_tokens - 1) // BLOCK * BLOCK and cached >= 300
         assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
+        split = {"device": 0, "host": 0, "storage": cached, "storage_backend": "file"}
+        assert warm["sglext"]["cached_tokens_details"] == split
         info = second.server_info()
         assert info["prompt_tokens"] == cold_info["prompt_tokens"] - cached  # fewer tokens prefilled
         assert info["storage_hit_tokens"] == cached and info["storage_blocks_rejected"] == 0
         assert second.metric_total('sglang_cache_hit_tokens{tier="storage"}') == cached
 
-        # Flushing empties the device tier only: the prefix comes from storage again.
+        # Flushing empties the device tier only: the prefix comes from the host tier now.
         assert second.get("/flush_cache").status_code == 200
-        again = complete(second)
-        assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == cached
-        assert again["choices"][0]["text"] == cold["choices"][0]["text"]
-        assert second.server_info()["storage_hit_tokens"] == 2 * cached
+        again = generate(second)
+        assert again["meta_info"]["cached_tokens_details"] == {
+            "device": 0,
+            "host": cached,
+            "storage": 0,
+            "storage_backend": "file",
+        }
+        assert again["text"] == cold["choices"][0]["text"]
+        assert second.server_info()["host_hit_tokens"] == cached
+        device = generate(second)["meta_info"]
+        whole = {"device": prompt_tokens - 1, "host": 0, "storage": 0, "storage_backend": "file"}
+        assert device["cached_tokens_details"] == whole  # the pool has all of it now

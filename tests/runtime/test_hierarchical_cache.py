@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sglang.runtime.memory.hierarchical_cache import HierarchicalCache, model_identity
+from sglang.runtime.memory.hicache_setup import model_identity
+from sglang.runtime.memory.hierarchical_cache import HierarchicalCache
 from sglang.runtime.memory.page_store import FilePageStore, block_keys
 from sglang.runtime.scheduler.scheduler import Scheduler
 
@@ -23,7 +24,14 @@ BLOCK = 16
 
 def hicache_scheduler(rt: Runtime, folder: Path, **changes: object) -> Scheduler:
     extra = json.dumps({"storage_dir": str(folder), "block_tokens": BLOCK})
-    changes = {"max_total_tokens": 1024, **changes}
+    # The storage tier on its own (no host tier), its reads awaited: the tests of the host tier
+    # and of the prefetch policies are tests/runtime/test_host_tier.py.
+    changes = {
+        "max_total_tokens": 1024,
+        "hicache_ratio": 0,
+        "hicache_storage_prefetch_policy": "wait_complete",
+        **changes,
+    }
     return rt.make_scheduler(
         enable_hierarchical_cache=True,
         hicache_storage_backend="file",
@@ -34,6 +42,7 @@ def hicache_scheduler(rt: Runtime, folder: Path, **changes: object) -> Scheduler
 
 def hicache(scheduler: Scheduler) -> HierarchicalCache:
     assert scheduler.hicache is not None
+    assert scheduler.hicache.flush(10)  # the writer thread's queue is on disk
     return scheduler.hicache
 
 
@@ -58,10 +67,12 @@ def test_blocks_round_trip_bit_identical_and_storage_serves_the_same_output(rt: 
     assert tier.stats.storage_blocks_written >= 5
     # What is on disk is exactly what the pool holds for those tokens.
     match = first.cache.match_prefix(prompt)
-    keys = block_keys(tier.store.model_id, prompt, BLOCK)
+    keys = block_keys(tier.storage.store.model_id, prompt, BLOCK)
     for i, key in enumerate(keys[:5]):
         tokens = prompt[i * BLOCK : (i + 1) * BLOCK]
-        stored = tier.store.load(key, keys[i - 1] if i else "", tokens, tier.dtype, tier.io.block_shape(BLOCK))
+        stored = tier.storage.store.load(
+            key, keys[i - 1] if i else "", tokens, tier.storage.dtype, tier.io.block_shape(BLOCK)
+        )
         assert stored is not None
         device = tier.io.read(match.slots[i * BLOCK : (i + 1) * BLOCK])
         assert stored.dtype == device.dtype and torch.equal(stored.view(torch.uint8), device.view(torch.uint8))
@@ -83,7 +94,7 @@ def test_corrupt_truncated_and_foreign_blocks_are_never_used(rt: Runtime, tmp_pa
     prompt = corpus_ids(rt.tokenizer, 6 * BLOCK + 3, offset=11)
     writer = hicache_scheduler(rt, tmp_path)
     reference = run_one(rt, writer, prompt)
-    store = hicache(writer).store
+    store = hicache(writer).storage.store
     keys = block_keys(store.model_id, prompt, BLOCK)
 
     def damage(index: int, how: str) -> None:
@@ -110,11 +121,11 @@ def test_corrupt_truncated_and_foreign_blocks_are_never_used(rt: Runtime, tmp_pa
         assert_no_leak(reader)
         # The bad block was removed, and rewritten whole by this run (write_through).
         assert (
-            hicache(reader).store.load(
+            hicache(reader).storage.store.load(
                 keys[index],
                 keys[index - 1] if index else "",
                 prompt[index * BLOCK : (index + 1) * BLOCK],
-                hicache(reader).dtype,
+                hicache(reader).storage.dtype,
                 hicache(reader).io.block_shape(BLOCK),
             )
             is not None
@@ -131,7 +142,7 @@ def test_another_models_folder_is_never_read(rt: Runtime, tmp_path: Path):
     writer = hicache_scheduler(rt, tmp_path)
     run_one(rt, writer, prompt)
     # Move this model's blocks under another identity: our server must not see them.
-    own = hicache(writer).store.root
+    own = hicache(writer).storage.store.root
     own.rename(own.with_name("f" * 32))
     reader = hicache_scheduler(rt, tmp_path)
     assert run_one(rt, reader, prompt).meta["cached_tokens"] == 0

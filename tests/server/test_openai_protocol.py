@@ -584,6 +584,27 @@ def test_completion_chunks_with_echo_and_logprobs(tokenizer: Any) -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and "usage" not in chunks[-1]
 
 
+def test_cached_tokens_details_reach_sglext_only_when_asked_for(tokenizer: Any) -> None:
+    details = {"device": 1, "host": 0, "storage": 1, "storage_backend": "file"}
+    final = output("Hi", STOP, cached_tokens_details=details)
+    for stream, wanted in ((False, True), (False, False), (True, True), (True, False)):
+        body = {"prompt": "a", "stream": stream, "return_cached_tokens_details": wanted}
+        body |= {"stream_options": {"include_usage": True}} if stream else {}
+        plan = completion_plan(CompletionRequest.model_validate(body), str)
+        if not stream:
+            response = completion_response(HEADER, plan, [final], token_text(tokenizer))
+            assert response.get("sglext") == ({"cached_tokens_details": details} if wanted else None)
+            continue
+        chunks = _run_chunker(CompletionChunker(HEADER, plan, token_text(tokenizer)), [[final]])
+        extensions = [c for c in chunks if "sglext" in c]
+        # Upstream's shape: one extra chunk with no choices, before the usage chunk (still last).
+        assert [c["sglext"]["cached_tokens_details"] for c in extensions] == ([details] if wanted else [])
+        assert all(c["choices"] == [] for c in extensions) and chunks[-1]["usage"]["prompt_tokens"] == 5
+    # Without the hierarchical cache the split is unknown: nothing is added.
+    plan = completion_plan(CompletionRequest.model_validate({"prompt": "a", "return_cached_tokens_details": True}), str)
+    assert "sglext" not in completion_response(HEADER, plan, [output("Hi", STOP)], token_text(tokenizer))
+
+
 async def _record(items: list[Any], events: list[str], name: str, delay: float = 0.0) -> AsyncIterator[Any]:
     try:
         for item in items:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -40,9 +41,11 @@ def test_slots_round_trip_through_the_tpu_runtime(xla_cpu: None, dtype: torch.dt
     assert torch.equal(runtime.read_slots(buffer, 1, torch.tensor([0])), source[:, [0]])  # old one intact
 
 
-def test_the_storage_tier_serves_the_tpu_platform(xla_cpu: None, tmp_path: Path) -> None:
+def test_the_host_and_storage_tiers_serve_the_tpu_platform(xla_cpu: None, tmp_path: Path) -> None:
     """A prompt served by one tpu scheduler is served by a fresh one (a restart) from the storage
-    tier: its whole blocks come back as cached tokens and the greedy output is the same."""
+    tier, and after `flush_cache` empties that one's device pool, from its host tier (a real
+    device/host boundary here: JAX arrays): its whole blocks come back as cached tokens and the
+    greedy output is the same every time."""
     model = build_fuzz_model(tmp_path / "model")
     extra = json.dumps({"storage_dir": str(tmp_path / "store"), "block_tokens": 16})
     args = ServerArgs(
@@ -51,16 +54,26 @@ def test_the_storage_tier_serves_the_tpu_platform(xla_cpu: None, tmp_path: Path)
         max_total_tokens=512,
         enable_hierarchical_cache=True,
         hicache_storage_backend="file",
+        hicache_storage_prefetch_policy="wait_complete",
         hicache_storage_backend_extra_config=extra,
     )
-    outputs, cached = [], []
-    for _ in range(2):
-        scheduler, _ = build_scheduler(args)
+
+    def serve(scheduler: Any) -> tuple[list[int], dict[str, Any] | None]:
         scheduler.add_request(make_request(list(range(300, 370)), max_new_tokens=6))
         updates = []
         while scheduler.has_work:
             updates += scheduler.step()
-        outputs.append([t for u in updates for t in u.new_token_ids])
-        cached.append(updates[-1].meta.cached_tokens)
-    assert cached == [0, 64] and len(outputs[0]) == 6
-    assert outputs[1] == outputs[0]
+        assert scheduler.hicache.flush(10)
+        return [t for u in updates for t in u.new_token_ids], updates[-1].meta.cached_tokens_details
+
+    first, _ = build_scheduler(args)
+    cold, cold_details = serve(first)
+    first.hicache.close(1)
+    second, _ = build_scheduler(args)  # a restart on the same folder
+    from_storage, storage_details = serve(second)
+    assert second.flush_cache()
+    from_host, host_details = serve(second)
+    second.hicache.close(1)
+    assert len(cold) == 6 and from_storage == cold and from_host == cold
+    split = {"device": 0, "host": 0, "storage": 0, "storage_backend": "file"}
+    assert [cold_details, storage_details, host_details] == [split, split | {"storage": 64}, split | {"host": 64}]

@@ -25,7 +25,7 @@ from sglang.ci.suites.schedule_fuzz.strategies import FULL, INTERPRETED, Workloa
 from sglang.platforms.registry import platform_class
 from sglang.runtime.engine import Engine
 from sglang.runtime.loader.model_loading import KERNEL_FAMILIES_ENV
-from sglang.runtime.memory.hierarchical_cache import STORAGE_DIR_ENV
+from sglang.runtime.memory.hicache_setup import STORAGE_DIR_ENV
 
 POOL_TOKENS = 2048
 """KV pool of every fuzzed engine: the regression schedule's pool, and small enough that the
@@ -40,12 +40,15 @@ HICACHE_ARGS: dict[str, Any] = {
     "hicache_storage_backend": "file",
     "hicache_write_policy": "write_back",
     "hicache_storage_backend_extra_config": '{"block_tokens": 16}',
+    "hicache_ratio": 0.5,
+    "hicache_storage_prefetch_policy": "wait_complete",
     "radix_eviction_policy": "lfu",
     "max_total_tokens": POOL_TOKENS // 2,
 }
 """The hierarchical cache on a pool half the others' size: prefixes leave the pool often, are
-stored on their way out (write_back) and come back from the storage tier (a fresh folder per
-engine), which the oracle's outputs must not notice."""
+backed up on their way out (write_back) to a host tier half the pool's size and from there to the
+storage tier (a fresh folder per engine), and come back from either, which the oracle's outputs
+must not notice."""
 ENGINE_ARGS: dict[str, Any] = {
     "max_total_tokens": POOL_TOKENS,
     "chunked_prefill_size": CHUNK_TOKENS,

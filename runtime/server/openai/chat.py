@@ -37,7 +37,7 @@ from sglang.runtime.server.openai.chat_template import (
 from sglang.runtime.server.openai.logprobs import TokenText, chat_logprobs, token_text
 from sglang.runtime.server.openai.messages import template_messages
 from sglang.runtime.server.openai.protocol import ChatCompletionRequest, NamedToolChoice, ResponseFormat
-from sglang.runtime.server.openai.responses import ResponseHeader, finish_reason, matched_stop, usage
+from sglang.runtime.server.openai.responses import ResponseHeader, finish_reason, matched_stop, sglext, usage
 from sglang.runtime.server.openai.sampling import (
     Grammar,
     check_stream_options,
@@ -92,6 +92,8 @@ class ChatPlan:
     include_usage: bool
     names: dict[str, str]
     """The runtime's field names -> this request's, for errors (`sampling.native_names`)."""
+    cached_details: bool = False
+    """`return_cached_tokens_details`: the response carries `sglext.cached_tokens_details`."""
 
 
 def _tool_setup(
@@ -183,7 +185,9 @@ def chat_plan(
     )
     include_usage = check_stream_options(request)
     names = native_names("messages", constraint)
-    return ChatPlan(obj, request.n, parsing, split, request.logprobs, include_usage, names)
+    return ChatPlan(
+        obj, request.n, parsing, split, request.logprobs, include_usage, names, request.return_cached_tokens_details
+    )
 
 
 def _logprobs(plan: ChatPlan, meta: dict[str, Any], cursor: ChoiceCursor, text: TokenText) -> dict[str, Any] | None:
@@ -222,7 +226,7 @@ def chat_response(
 ) -> dict[str, Any]:
     choices = [_choice(plan, i, out, text) for i, out in enumerate(outputs)]
     metas = [out["meta_info"] for out in outputs]
-    return header.envelope("chat.completion", choices, usage=usage(metas, plan.n))
+    return header.envelope("chat.completion", choices, usage=usage(metas, plan.n), **sglext(metas, plan.cached_details))
 
 
 @dataclass
@@ -258,6 +262,7 @@ class ChatChunker(Chunker):
     def __init__(self, header: ResponseHeader, plan: ChatPlan, text: TokenText) -> None:
         super().__init__(header, "chat.completion.chunk", plan.n, plan.include_usage)
         self.plan, self.text = plan, text
+        self.cached_details = plan.cached_details
         self.streams: dict[int, _ChoiceStream] = {}
 
     def _stream(self, index: int) -> _ChoiceStream:

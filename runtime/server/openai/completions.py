@@ -19,7 +19,7 @@ from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.openai.logprobs import TokenText, completion_logprobs, token_text
 from sglang.runtime.server.openai.protocol import CompletionRequest
-from sglang.runtime.server.openai.responses import ResponseHeader, finish_reason, matched_stop, usage
+from sglang.runtime.server.openai.responses import ResponseHeader, finish_reason, matched_stop, sglext, usage
 from sglang.runtime.server.openai.sampling import (
     check_stream_options,
     native_names,
@@ -44,6 +44,8 @@ class CompletionPlan:
     include_usage: bool
     names: dict[str, str]
     """The runtime's field names -> this request's, for errors (`sampling.native_names`)."""
+    cached_details: bool = False
+    """`return_cached_tokens_details`: the response carries `sglext.cached_tokens_details`."""
 
     def echo_text(self, index: int) -> str:
         return "" if self.echo_texts is None else self.echo_texts[index // self.n]
@@ -79,7 +81,9 @@ def completion_plan(request: CompletionRequest, detokenize: Callable[[list[int]]
     echo_texts = [p if isinstance(p, str) else detokenize(p) for p in prompts] if request.echo else None
     include_usage = check_stream_options(request)
     names = native_names("prompt", constraint)
-    return CompletionPlan(obj, request.n, echo_texts, wants_logprobs, include_usage, names)
+    return CompletionPlan(
+        obj, request.n, echo_texts, wants_logprobs, include_usage, names, request.return_cached_tokens_details
+    )
 
 
 def _padded(tops: Sequence[Any], count: int) -> list[Any]:
@@ -124,7 +128,7 @@ def completion_response(
 ) -> dict[str, Any]:
     choices = [_choice(plan, i, out, ChoiceCursor(), text) for i, out in enumerate(outputs)]
     metas = [out["meta_info"] for out in outputs]
-    return header.envelope("text_completion", choices, usage=usage(metas, plan.n))
+    return header.envelope("text_completion", choices, usage=usage(metas, plan.n), **sglext(metas, plan.cached_details))
 
 
 class CompletionChunker(Chunker):
@@ -134,6 +138,7 @@ class CompletionChunker(Chunker):
     def __init__(self, header: ResponseHeader, plan: CompletionPlan, text: TokenText) -> None:
         super().__init__(header, "text_completion", plan.n, plan.include_usage)
         self.plan, self.text = plan, text
+        self.cached_details = plan.cached_details
         self.cursors: dict[int, ChoiceCursor] = {}
 
     def chunks(self, index: int, output: dict[str, Any]) -> list[dict[str, Any]]:

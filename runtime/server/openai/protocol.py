@@ -131,6 +131,8 @@ class SamplingFields(_Extras):
     stop: str | list[str] | None = None
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
+    return_cached_tokens_details: StrictBool = False
+    """Upstream's: the prompt's cached tokens per cache tier, in the response's `sglext`."""
     # Accepted for compatibility; they have no meaning for a self-hosted model.
     user: str | None = None
     metadata: dict[str, Any] | None = None

@@ -69,6 +69,14 @@ def usage(metas: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
     }
 
 
+def sglext(metas: Sequence[dict[str, Any]], wanted: bool) -> dict[str, Any]:
+    """Upstream's `sglext` extension of a response, when `return_cached_tokens_details` asked for
+    it and the server knows the split (the hierarchical cache is on): the first prompt's
+    `cached_tokens_details`."""
+    details = metas[0].get("cached_tokens_details") if wanted and metas else None
+    return {"sglext": {"cached_tokens_details": details}} if details else {}
+
+
 def openai_error(error: Exception, names: Mapping[str, str]) -> ApiError | None:
     """`as_api_error`, with the offending field named as the client sent it: the runtime's
     name (`sampling_params.` stripped) looked up in `names` (see `sampling.native_names`)."""

@@ -33,6 +33,7 @@ from sglang.runtime.server.openai.responses import (
     json_response,
     openai_error,
     run_to_end,
+    sglext,
     usage,
 )
 
@@ -53,6 +54,7 @@ class Chunker(ABC):
     def __init__(self, header: ResponseHeader, obj: str, n: int, include_usage: bool) -> None:
         self.header, self.obj, self.n, self.include_usage = header, obj, n, include_usage
         self.finals: dict[int, dict[str, Any]] = {}
+        self.cached_details = False
 
     @abstractmethod
     def chunks(self, index: int, output: dict[str, Any]) -> list[dict[str, Any]]:
@@ -68,11 +70,12 @@ class Chunker(ABC):
         self.finals[index] = meta
 
     def final(self) -> list[dict[str, Any]]:
-        """Chunks after every choice finished: the usage chunk, when asked for."""
-        if not self.include_usage:
-            return []
+        """Chunks after every choice finished, with no choices: upstream's `sglext` chunk and the
+        usage chunk, each when asked for."""
         metas = [self.finals[i] for i in sorted(self.finals)]
-        return [self.chunk([], usage=usage(metas, self.n))]
+        extension = sglext(metas, self.cached_details)
+        chunks = [self.chunk([], **extension)] if extension else []
+        return [*chunks, self.chunk([], usage=usage(metas, self.n))] if self.include_usage else chunks
 
 
 def sse(payload: dict[str, Any]) -> bytes:

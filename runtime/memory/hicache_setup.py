@@ -1,0 +1,151 @@
+"""Building the hierarchical cache from the server arguments: its settings, the model's identity
+(part of every block key) and the tiers below the device pool.
+
+Tiers: the device pool, the host tier (`--hicache-ratio` times the pool, or `--hicache-size` GB;
+a ratio of 0 builds none) and the storage tier (`--hicache-storage-backend file`). On cpu the
+pool is host memory already, so the host tier is a second copy there: worth it only for keeping
+more prefixes than the pool, which a larger pool does as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.runtime.memory.hierarchical_cache import HierarchicalCache
+from sglang.runtime.memory.host_pool import HostKVPool
+from sglang.runtime.memory.kv_pages import KVPageIO
+from sglang.runtime.memory.page_store import FilePageStore
+from sglang.runtime.memory.radix_cache import FreeFn, RadixCache
+from sglang.runtime.memory.storage_io import StorageIO
+from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+
+if TYPE_CHECKING:
+    from sglang.runtime.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+DEFAULT_STORAGE_DIR = "/tmp/hicache"
+DEFAULT_BLOCK_TOKENS = 64
+"""Tokens per block unless the extra config's `block_tokens` says otherwise (rounded up to whole
+pages): one file per stored block, so small blocks mean many small files."""
+HOST_MEMORY_SHARE = 0.5
+"""At most this share of the host's available memory goes to the host tier (upstream refuses to
+start instead; a smaller host tier only keeps fewer prefixes)."""
+
+
+@dataclass(frozen=True)
+class HiCacheConfig:
+    storage_dir: Path | None
+    """None: no storage tier."""
+    block_tokens: int
+    write_policy: str
+    prefetch_policy: str
+    prefetch_timeout_base: float
+    prefetch_timeout_per_ki_token: float
+
+    @classmethod
+    def from_args(cls, args: ServerArgs) -> HiCacheConfig | None:
+        """The lower tiers' settings, or None without `--enable-hierarchical-cache`. The storage
+        folder: the extra config's `storage_dir`, else `$SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR`,
+        else /tmp/hicache (upstream's file backend's order)."""
+        if not args.enable_hierarchical_cache:
+            return None
+        extra = args.hicache_extra_config()
+        folder = None
+        if args.hicache_storage_backend is not None:
+            folder = Path(extra.get("storage_dir") or os.environ.get(STORAGE_DIR_ENV) or DEFAULT_STORAGE_DIR)
+        block = int(extra.get("block_tokens", DEFAULT_BLOCK_TOKENS))
+        return cls(
+            folder,
+            -(-block // args.page_size) * args.page_size,
+            args.hicache_write_policy,
+            args.hicache_storage_prefetch_policy,
+            float(extra.get("prefetch_timeout_base", 1.0)),
+            float(extra.get("prefetch_timeout_per_ki_token", 0.25)),
+        )
+
+
+def model_identity(model: torch.nn.Module, config: dict, layout: Sequence[int], dtype: torch.dtype) -> str:
+    """A name for "this model's KV": its config, KV layout and dtype, and a sample of every
+    weight's values (two servers of one checkpoint agree; a model with other weights, even of
+    the same architecture, does not)."""
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
+    digest.update(f"|{tuple(layout)}|{dtype}".encode())
+    for name, tensor in _weights(model):
+        flat = tensor.detach().reshape(-1)
+        sample = torch.cat([flat[:16], flat[-16:]]) if flat.numel() > 32 else flat
+        digest.update(f"|{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
+        digest.update(repr(sample.tolist()).encode())  # exact for every dtype, on any device
+    return digest.hexdigest()[:32]
+
+
+def _weights(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """The state dict, and the tensors of weights kept outside it (a quantized weight is an
+    object holding its packed data and scales as plain attributes)."""
+    found = dict(model.state_dict())
+    for prefix, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_"):
+                continue
+            held = vars(value).items() if hasattr(value, "__dataclass_fields__") else [("", value)]
+            for field_name, tensor in held:
+                if isinstance(tensor, torch.Tensor):
+                    found.setdefault(f"{prefix}.{attr}.{field_name}", tensor)
+    return sorted(found.items())
+
+
+def host_tier_blocks(args: ServerArgs, pool_tokens: int, block_tokens: int, block_bytes: int) -> int:
+    """Blocks of the host tier: `--hicache-size` GB, else `--hicache-ratio` times the pool, at most
+    `HOST_MEMORY_SHARE` of the available host memory."""
+    wanted = (
+        args.hicache_size * 10**9 // block_bytes
+        if args.hicache_size > 0
+        else int(args.hicache_ratio * pool_tokens // block_tokens)
+    )
+    room = int(DeviceRuntime().memory_info().free_bytes * HOST_MEMORY_SHARE) // block_bytes
+    if wanted > room:
+        logger.warning("host tier: %d blocks asked for, room for %d; using %d", wanted, room, room)
+    return max(min(wanted, room), 0)
+
+
+def build_hierarchical_cache(
+    args: ServerArgs, cache: RadixCache, allocator: PagedTokenAllocator, runner: object, free_fn: FreeFn
+) -> HierarchicalCache | None:
+    """The tiers `args` ask for below `runner`'s KV pool, or None."""
+    config = HiCacheConfig.from_args(args)
+    if config is None:
+        return None
+    io = KVPageIO(runner, runner.attn_backend, runner.platform.runtime)
+    dtype = runner.kv_buffers[0].dtype
+    shape = io.block_shape(config.block_tokens)
+    block_bytes = torch.Size(shape).numel() * dtype.itemsize
+    identity = model_identity(runner.model, runner.model.config.raw, io.layout, dtype)
+    blocks = host_tier_blocks(args, allocator.num_slots, config.block_tokens, block_bytes)
+    host = HostKVPool(blocks, shape, dtype, runner.platform.runtime.host_buffer) if blocks else None
+    storage = None
+    if config.storage_dir is not None:
+        storage = StorageIO(FilePageStore(config.storage_dir, identity), dtype, shape)
+    if host is None and storage is None:
+        logger.warning("hierarchical cache with no host tier and no storage tier: the device pool is the only tier")
+        return None
+    logger.info(
+        "hierarchical cache: device pool -> host tier of %s -> %s (%d-token blocks of %.1f KiB, %s, prefetch %s)",
+        f"{blocks} blocks ({blocks * block_bytes / 2**20:.0f} MiB)" if host else "none",
+        f"file storage at {storage.store.root}" if storage else "no storage tier",
+        config.block_tokens,
+        block_bytes / 1024,
+        config.write_policy,
+        config.prefetch_policy,
+    )
+    return HierarchicalCache(config, cache, allocator, io, identity, host, storage, free_fn)

@@ -1,0 +1,139 @@
+"""The storage tier's disk traffic, off the scheduler's step: a writer thread and a reader thread.
+
+Writes: the scheduler hands over a host copy of each block (its own tensor: the host tier may
+reuse its row at once) and goes on; the writer thread publishes blocks in order. `flush` waits
+for every queued write, with a bound, and shutdown flushes (`close`), so a block handed over is
+on disk unless the bound ran out or the disk refused it (counted by the store).
+
+Reads: a request waiting in the queue gets a `Prefetch` of its stored blocks; the reader thread
+loads them in prefix order into the job (stopping at the first block storage does not have), and
+the scheduler takes what has landed when it admits the request. How long admission waits for a
+job is upstream's `--hicache-storage-prefetch-policy`:
+- best_effort: never; the request is admitted with the blocks that landed so far;
+- wait_complete: until the job has read every block it can;
+- timeout: until it completes or `timeout_base + timeout_per_ki_token * tokens / 1024` seconds
+  passed (upstream's `prefetch_timeout_base` / `prefetch_timeout_per_ki_token` extra config keys).
+
+Invariants: `stored` holds keys known to be on disk (written, or read intact); a job's `blocks`
+only grow, in prefix order, and `done` is set once the reader stops on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from sglang.runtime.memory.page_store import FilePageStore
+
+logger = logging.getLogger(__name__)
+
+PREFETCH_POLICIES = ("best_effort", "wait_complete", "timeout")
+
+
+@dataclass(frozen=True)
+class BlockRef:
+    """What identifies one stored block: its key, its parent's key and its tokens."""
+
+    key: str
+    parent: str
+    tokens: Sequence[int]
+
+
+@dataclass
+class Prefetch:
+    """One waiting request's read of its stored blocks."""
+
+    refs: list[BlockRef]
+    deadline: float
+    blocks: dict[str, torch.Tensor] = field(default_factory=dict)
+    done: threading.Event = field(default_factory=threading.Event)
+    cancelled: bool = False
+
+
+class StorageIO:
+    def __init__(self, store: FilePageStore, dtype: torch.dtype, block_shape: Sequence[int]) -> None:
+        self.store = store
+        self.dtype = dtype
+        self.block_shape = tuple(block_shape)
+        self.stored: set[str] = set()
+        self._queued: set[str] = set()  # handed to the writer, not written yet
+        self._writes: queue.Queue[tuple[BlockRef, torch.Tensor] | None] = queue.Queue()
+        self._reads: queue.Queue[Prefetch | None] = queue.Queue()
+        self._idle = threading.Condition()
+        self._threads = [
+            threading.Thread(target=self._write_loop, name="hicache-writer", daemon=True),
+            threading.Thread(target=self._read_loop, name="hicache-reader", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # -- writes ------------------------------------------------------------------------------
+    def has(self, key: str) -> bool:
+        """Stored or on its way (a disk check only for keys never seen: another server's)."""
+        if key in self.stored or key in self._queued:
+            return True
+        if self.store.contains(key):
+            self.stored.add(key)
+            return True
+        return False
+
+    def write(self, ref: BlockRef, block: torch.Tensor) -> None:
+        """Queues `block` (a host tensor nobody else writes) for storage under `ref.key`."""
+        with self._idle:
+            self._queued.add(ref.key)
+        self._writes.put((ref, block))
+
+    def flush(self, timeout: float) -> bool:
+        """Waits until every queued write is done; False when `timeout` seconds ran out first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._queued, timeout)
+
+    def _write_loop(self) -> None:
+        while (item := self._writes.get()) is not None:
+            ref, block = item
+            if self.store.save(ref.key, ref.parent, ref.tokens, block):
+                self.stored.add(ref.key)
+            with self._idle:
+                self._queued.discard(ref.key)
+                self._idle.notify_all()
+
+    # -- reads -------------------------------------------------------------------------------
+    def prefetch(self, refs: list[BlockRef], timeout: float) -> Prefetch:
+        job = Prefetch(refs, time.monotonic() + timeout)
+        if refs:
+            self._reads.put(job)
+        else:
+            job.done.set()
+        return job
+
+    def _read_loop(self) -> None:
+        while (job := self._reads.get()) is not None:
+            try:
+                for ref in job.refs:
+                    if job.cancelled:
+                        break
+                    block = self.store.load(ref.key, ref.parent, ref.tokens, self.dtype, self.block_shape)
+                    if block is None:
+                        self.stored.discard(ref.key)
+                        break
+                    self.stored.add(ref.key)
+                    job.blocks[ref.key] = block
+            except Exception:  # a bad read must not kill the reader: the request recomputes
+                logger.exception("storage tier: prefetch failed")
+            finally:
+                job.done.set()
+
+    def close(self, timeout: float) -> bool:
+        """Flushes queued writes (bounded by `timeout`) and stops both threads."""
+        flushed = self.flush(timeout)
+        if not flushed:
+            logger.warning("storage tier: %d blocks not written at shutdown (%.0f s bound)", len(self._queued), timeout)
+        self._writes.put(None)
+        self._reads.put(None)
+        return flushed
