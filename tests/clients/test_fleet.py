@@ -3,8 +3,9 @@
 Three servers of ours start together (A and B form the fleet; C waits to be added at run time)
 and each router runs from its own venv:
 
-- sglang-router 0.3.2, round robin over A and B: native and OpenAI requests, streaming included,
-  are answered, and both workers serve some;
+- sglang-router 0.3.2 (smg's predecessor; marked slow, as smg below covers the same routing), round
+  robin over A and B: native and OpenAI requests, streaming included, are answered, and both
+  workers serve some;
 - smg 1.13.0, cache aware over A and B: the same requests are answered; requests that share a
   long prefix all land on one worker (each worker's finished-request counter says which) and
   that worker serves the prefix from its cache; B killed while requests are in flight leaves
@@ -157,6 +158,7 @@ def every_kind(router: RunningServer) -> int:
 # ---- sglang-router: the same basic routing ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sglang_router_routes_every_kind(
     services: ServerGroup, router_venv: Venv, fleet: Fleet, figures: dict[str, str]
 ) -> None:
