@@ -8,7 +8,7 @@ tokens/s of each side, the ratio, and NGRAM's acceptance (`spec_accept_rate`,
 `spec_accept_length` from `meta_info`). Targets (issue 24): >= 1.8x on repeating prompts,
 >= 0.95x on open questions.
 
-    .venv/bin/python benchmarks/bench_speculative.py [--new-tokens 96] [--repeats 2] [--dtype float32]
+    .venv/bin/python benchmarks/bench_speculative.py [--new-tokens 96] [--repeats 2] [--dtype float32] [--adaptive]
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dtype", default="auto", help="auto keeps the GGUF's Q4_1 blocks; float32 dequantizes")
+    parser.add_argument("--adaptive", action="store_true", help="NGRAM with --speculative-adaptive")
     args = parser.parse_args()
     threads = engine_threads()
     tokenizer = hf_tokenizer()
@@ -82,7 +83,10 @@ def main() -> None:
         "max_total_tokens": 4096,
         "dtype": args.dtype,
     }
-    with Engine(**common) as plain, Engine(**common, speculative_algorithm="NGRAM") as spec:
+    with (
+        Engine(**common) as plain,
+        Engine(**common, speculative_algorithm="NGRAM", speculative_adaptive=args.adaptive) as spec,
+    ):
         for engine in (plain, spec):
             engine.generate(chat(OPEN[0]), {**params, "max_new_tokens": 8})
         for kind, prompts, target in (("repeating", REPEATING, 1.8), ("open", OPEN, 0.95)):

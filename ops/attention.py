@@ -133,6 +133,12 @@ class AttentionBackend(ABC):
     a sequence's token `i` sits at offset `i % page_size` (the allocator's invariant), so page views
     can be derived from `kv_slots`; 1 (each slot its own page) is always valid."""
 
+    decode_rows_see_each_other: bool = False
+    """Whether every decode row of a step attends only after all of the step's new K/V rows are
+    stored. Then decode rows may be consecutive tokens of one sequence (each row's slots its
+    predecessor's plus its own new slot) and see each other as an extend's causal rows would:
+    the captured step runner serves speculative verify steps with its decode buckets that way."""
+
     def __init__(
         self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device
     ) -> None:

@@ -221,6 +221,12 @@ class ServerArgs:
     speculative_num_draft_tokens: int | None = _opt(
         None, "Tokens one verify step checks (the last token plus the drafts); default: NGRAM 12, STANDALONE steps+1."
     )
+    speculative_adaptive: bool = _opt(
+        False,
+        "Adjust each request's drafts per step to its acceptance: double after a step that accepts every draft, "
+        "else the accepted run plus one, within --speculative-num-draft-tokens - 1 (upstream's flag; its "
+        "--speculative-adaptive-config tuning file is not read).",
+    )
     speculative_ngram_min_match_window_size: int = _opt(1, "NGRAM: shortest suffix of the tokens matched to draft.")
     speculative_ngram_max_match_window_size: int = _opt(12, "NGRAM: longest suffix of the tokens matched to draft.")
     speculative_ngram_max_trie_depth: int = _opt(18, "NGRAM: longest n-gram (matched suffix plus drafts) used.")

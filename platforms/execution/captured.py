@@ -12,6 +12,12 @@ inputs only from static buffers: token ids and positions owned here, and the att
 the backend handed out for the bucket (`AttentionBackend.capture_metadata`), which
 `replay_metadata` rewrites in place before every replay.
 
+A speculative verify step (every extend in it a decode entry's last token plus its drafts) runs
+as decode rows too, where the attention backend lets decode rows see each other
+(`decode_rows_see_each_other`): an extend of `e` tokens becomes `e` rows over growing prefixes of
+its slots, the same tokens, positions, new slots and causal visibility, so a verify step of `n`
+tokens replays the `n`-row bucket instead of running eagerly.
+
 Invariants: a bucket is captured at most once; between replays only buffer contents change,
 never which tensors the step reads; a padded row never writes outside the scratch slot and its
 logits never leave `run`; a step the static buffers cannot hold (`CaptureLimits.admits`) runs
@@ -44,6 +50,24 @@ def pad_decode(inputs: AttentionInputs, bucket: int) -> AttentionInputs:
     )
 
 
+def unroll_verify(step: StepInputs) -> AttentionInputs | None:
+    """`step`'s attention as decode rows, each extend of `e` tokens as `e` rows over growing
+    prefixes of its slots; None when a row is no verify entry (a prefill chunk: its extend is
+    longer than the step's drafts account for) or extends nothing."""
+    inputs = step.attention
+    if min(inputs.extend_lens) < 1 or sum(e - 1 for e in inputs.extend_lens) != step.draft_tokens:
+        return None
+    seq_lens: list[int] = []
+    slots: list[torch.Tensor] = []
+    kv_starts = inputs.kv_starts
+    for i, (seq_len, extend) in enumerate(zip(inputs.seq_lens, inputs.extend_lens)):
+        own = inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]
+        for length in range(seq_len - extend + 1, seq_len + 1):
+            seq_lens.append(length)
+            slots.append(own[:length])
+    return AttentionInputs(tuple(seq_lens), (1,) * len(seq_lens), torch.cat(slots))
+
+
 class CapturedStepRunner:
     """Replays captured decode buckets; runs every other step through its eager runner.
 
@@ -70,6 +94,8 @@ class CapturedStepRunner:
 
     def run(self, step: StepInputs, kv_buffers: list[torch.Tensor]) -> StepOutput:
         inputs = step.attention
+        if step.draft_tokens and self.eager.backend.decode_rows_see_each_other:
+            inputs = unroll_verify(step) or inputs
         bucket = self.policy.bucket_for(len(inputs.seq_lens)) if inputs.is_decode else None
         if bucket is None:
             return self.eager.run(step, kv_buffers)

@@ -401,6 +401,8 @@ class Scheduler:
         self.free_slots(req.slots[keep:])
         req.slots = req.slots[:keep]
         verify_step.count(self.stats, req, drafted=len(e.draft), accepted=min(appended, verified.accepted))
+        if self.speculator is not None:
+            self.speculator.observe(req, len(e.draft), verified.accepted)
         self._end_step(e)
 
     def _end_step(self, e: BatchEntry) -> None:

@@ -36,6 +36,9 @@ class SpeculativeConfig:
     max_match_window: int
     max_trie_depth: int
     capacity: int
+    adaptive: bool = False
+    """`--speculative-adaptive`: each request's drafts per step follow its acceptance
+    (`draft_length`), within `max_drafts`."""
 
     @property
     def max_drafts(self) -> int:
@@ -44,12 +47,13 @@ class SpeculativeConfig:
 
     def describe(self) -> str:
         """The startup log line's settings."""
+        adaptive = ", adaptive" if self.adaptive else ""
         if self.algorithm == NGRAM:
             return (
-                f"NGRAM, up to {self.max_drafts} drafts a step, match window {self.min_match_window}-"
+                f"NGRAM, up to {self.max_drafts} drafts a step{adaptive}, match window {self.min_match_window}-"
                 f"{self.max_match_window}, trie depth {self.max_trie_depth}, corpus capacity {self.capacity} tokens"
             )
-        return f"STANDALONE, {self.num_steps} draft steps from {self.draft_model_path}"
+        return f"STANDALONE, {self.num_steps} draft steps{adaptive} from {self.draft_model_path}"
 
 
 def speculative_config(args: ServerArgs) -> SpeculativeConfig | None:
@@ -105,4 +109,5 @@ def speculative_config(args: ServerArgs) -> SpeculativeConfig | None:
         max_match_window=high,
         max_trie_depth=args.speculative_ngram_max_trie_depth,
         capacity=args.speculative_ngram_capacity,
+        adaptive=args.speculative_adaptive,
     )

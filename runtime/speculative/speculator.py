@@ -20,6 +20,7 @@ from typing import Protocol
 
 from sglang.runtime.scheduler.req import Req
 from sglang.runtime.speculative.config import NGRAM, SpeculativeConfig
+from sglang.runtime.speculative.draft_length import AdaptiveDraftLength
 from sglang.runtime.speculative.ngram import NgramCorpus, NgramIndex, NgramLimits
 
 logger = logging.getLogger(__name__)
@@ -72,12 +73,13 @@ class Speculator:
     def __init__(self, config: SpeculativeConfig, drafter: Drafter) -> None:
         self.config = config
         self.drafter = drafter
+        self.lengths = AdaptiveDraftLength(config.max_drafts) if config.adaptive else None
         logger.info("speculative decoding: %s", config.describe())
 
     def draft(self, reqs: list[Req]) -> list[list[int]]:
         """The drafts for each request's next step: never more than its remaining output allows
-        (a verify step appends the accepted drafts plus one token)."""
-        budgets = [min(self.config.max_drafts, r.max_new_tokens - len(r.output_ids) - 1) for r in reqs]
+        (a verify step appends the accepted drafts plus one token), nor than its adaptive length."""
+        budgets = [min(self._max_drafts(r), r.max_new_tokens - len(r.output_ids) - 1) for r in reqs]
         wanted = [i for i, (r, b) in enumerate(zip(reqs, budgets)) if b >= 1 and drafts_allowed(r)]
         drafts: list[list[int]] = [[] for _ in reqs]
         if wanted:
@@ -86,8 +88,18 @@ class Speculator:
                 drafts[i] = draft[: budgets[i]]
         return drafts
 
+    def _max_drafts(self, req: Req) -> int:
+        return self.config.max_drafts if self.lengths is None else self.lengths.limit(req.rid)
+
+    def observe(self, req: Req, drafted: int, accepted: int) -> None:
+        """`req`'s verify step checked `drafted` drafts and accepted the first `accepted`."""
+        if self.lengths is not None:
+            self.lengths.observe(req.rid, drafted, accepted)
+
     def release(self, req: Req) -> None:
         self.drafter.release(req)
+        if self.lengths is not None:
+            self.lengths.release(req.rid)
 
 
 def build_speculator(config: SpeculativeConfig | None, draft_model: Drafter | None = None) -> Speculator | None:

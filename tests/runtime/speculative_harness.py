@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from sglang.platforms.cpu.platform import CpuPlatform
+from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
 from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.models.config import ModelConfig
@@ -53,10 +54,18 @@ def tail_text(ids: list[int]) -> str:
     return "".join(f"<{i}>" for i in ids)
 
 
-def make_scheduler(model: DecoderForCausalLM, kv_tokens: int = 2048, **args: Any) -> Scheduler:
+def make_scheduler(model: DecoderForCausalLM, kv_tokens: int = 2048, captured: bool = False, **args: Any) -> Scheduler:
+    """`captured`: decode (and verify) batches replay cpu's traced buckets over the cpu_cpp
+    attention backend, as a server runs them; otherwise every step is eager."""
     server_args = ServerArgs(device="cpu", max_total_tokens=kv_tokens, **args)
     allocator = PagedTokenAllocator(kv_tokens // server_args.page_size + 1, server_args.page_size)
-    runner = ModelRunner(model, CpuPlatform(), allocator.num_slots)
+    platform = CpuPlatform()
+    buckets, backend = None, None
+    if captured:
+        buckets = server_args.graph_buckets(platform.capabilities)
+        heads, kv_heads = model.attention_heads
+        backend = PoolDecodeAttention(heads, kv_heads, model.config.head_dim, model.dtype, platform.device())
+    runner = ModelRunner(model, platform, allocator.num_slots, backend, buckets)
     return Scheduler(runner, allocator, server_args, tail_text, frozenset(), CONTEXT, grammar=None)
 
 

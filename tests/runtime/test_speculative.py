@@ -21,6 +21,7 @@ from sglang.ops.sampling import filter_probs
 from sglang.runtime.processes.messages import GenerateRequest
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.speculative.acceptance import rejection_sample
+from sglang.runtime.speculative.draft_length import AdaptiveDraftLength
 
 from .runtime_harness import Runtime, chat_prompt, make_request, model_threads
 from .speculative_harness import (
@@ -98,6 +99,26 @@ def test_greedy_tokens_identical_with_fewer_steps(model: torch.nn.Module, batch:
     meta = next(iter(got.values())).meta
     assert meta["spec_verify_ct"] > 0 and meta["spec_accept_length"] > 1
     assert 0 < meta["spec_accept_rate"] <= 1
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_captured_verify_steps_and_adaptive_drafts(model: torch.nn.Module, batch: int) -> None:
+    """Verify steps replay the decode buckets (as decode rows over growing prefixes), with draft
+    lengths that adapt: the same tokens as plain captured decoding; at batch 1 only the prefill
+    runs eagerly."""
+    args = {"captured": True, "max_running_requests": 16}
+    plain, spec, _ = compare_greedy(
+        model,
+        lambda: [request(p, max_new_tokens=40) for p in prompts(batch, 10, seed=batch + 10)],
+        **args,
+        speculative_adaptive=True,
+    )
+    stats = spec.runner.step_stats
+    assert stats.verify_steps > 0 and spec.stats["spec_accepted_tokens"] > 0
+    assert model_steps(spec) < model_steps(plain)
+    if batch == 1:
+        assert stats.eager_steps == 1 and stats.static_fallbacks == 0, stats
+    assert max(stats.captured_buckets) > batch, "no verify step ran as a bucket"
 
 
 def test_shared_prefixes_chunked_prefill_and_pages(model: torch.nn.Module) -> None:
@@ -250,3 +271,13 @@ def test_standalone_draft_model(model: torch.nn.Module, draft_seed: int) -> None
         assert accepted == drafted
     else:
         assert accepted < drafted
+
+
+def test_adaptive_draft_length_follows_acceptance() -> None:
+    lengths = AdaptiveDraftLength(cap=11)
+    assert lengths.limit("a") == 4
+    for drafted, accepted, then in ((4, 4, 8), (8, 8, 11), (11, 11, 11), (11, 2, 3), (3, 0, 1), (1, 1, 2)):
+        lengths.observe("a", drafted, accepted)
+        assert lengths.limit("a") == then, (drafted, accepted)
+    lengths.release("a")
+    assert lengths.limit("a") == 4 and AdaptiveDraftLength(cap=2).limit("b") == 2

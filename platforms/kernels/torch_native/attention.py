@@ -40,6 +40,8 @@ class SdpaAttentionMetadata(AttentionMetadata):
 
 
 class SdpaAttention(AttentionBackend):
+    decode_rows_see_each_other = True  # `forward` stores every new K/V row before any attention
+
     def plan(self, inputs: AttentionInputs) -> SdpaAttentionMetadata:
         decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
         extend = tuple(i for i, e in enumerate(inputs.extend_lens) if e > 1)
