@@ -3,7 +3,8 @@
 Every program x backend pair is one test. A pair whose program needs a feature the backend
 declares unsupported is skipped at collection with the declared reason, and the declaration itself
 is tested (`test_declared_limit`), so a skip never hides a program that would have run. Heavy
-programs run by default on the reference backend only, on the others under `-m slow`
+programs run by default on the reference backend only, on the others under `-m slow`; light ones
+on the reference backend run by default in the conformance suite's cpu run, here under `-m slow`
 (`-m "slow or not slow"` runs everything).
 
 At the end of the session the terminal summary prints the program x backend table.
@@ -47,7 +48,9 @@ def _program_params() -> list[Any]:
             missing = sorted(f.value for f in case.needs if f in spec.unsupported)
             if missing:
                 marks.append(pytest.mark.skip(reason=spec.unsupported[Feature(missing[0])]))
-            elif case.heavy and name != REFERENCE_BACKEND:
+            elif case.heavy != (name == REFERENCE_BACKEND):
+                # Light programs on the reference backend are the conformance suite's cpu run
+                # (ci/suites/e2e/test_frontend_programs.py): by default they run there.
                 marks.append(pytest.mark.slow)
             params.append(pytest.param(case, name, id=f"{case.name}-{name}", marks=marks))
     return params
