@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from sglang.runtime.disaggregation.messages import Bootstrap
 from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.requests.sampling_params import SamplingParams
 
@@ -39,6 +40,8 @@ class GenerateRequest:
     arrival_time: float = field(default_factory=time.monotonic)
     lora_path: str | None = None
     """The LoRA adapter (by name) the request runs with; None: the base model."""
+    bootstrap: Bootstrap | None = None
+    """Prefill-decode disaggregation: the prefill server and room of this request."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class ReadyInfo:
     """The chosen kernel of every op and why each other candidate lost (`OpTable.as_dict`)."""
     lora_enabled: bool = False
     lora_adapters: dict[str, str] = field(default_factory=dict)
+    disaggregation_mode: str = "null"
     """The adapters loaded at startup, name to path."""
 
     def model_info(self) -> dict[str, object]:

@@ -62,6 +62,8 @@ class Req:
         self.priority = request.priority
         self.arrival_time = request.arrival_time
         self.lora_name = request.lora_path
+        self.bootstrap = request.bootstrap
+        """Where its prefill server is, in prefill-decode disaggregation; None otherwise."""
         self.lora_slot: int | None = None
         """The LoRA slot this request holds while it runs (0: no adapter); None when it holds none."""
         self.cache_namespace = 0
