@@ -135,6 +135,7 @@ class DecodeSide:
             "kv_transfer_bytes_received": self.bytes_received,
             "kv_transfers_received": self.transfers_received,
             "kv_transfers_failed": self.transfers_failed,
+            "kv_bytes_per_token": self.backend.kv_bytes_per_token() * len(self.io.runner.kv_buffers),
         }
 
     # -- internals ---------------------------------------------------------------------------

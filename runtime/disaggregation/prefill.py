@@ -91,6 +91,7 @@ class PrefillSide:
             "kv_transfer_bytes_sent": self.outbox.bytes_sent,
             "kv_transfers_sent": self.outbox.transfers,
             "kv_transfer_rooms_pending": self.outbox.pending_rooms(),
+            "kv_bytes_per_token": self.backend.kv_bytes_per_token() * len(self.io.runner.kv_buffers),
         }
 
     def close(self) -> None:

@@ -75,6 +75,9 @@ class SchedulerStatus:
     """Decode side: KV payload bytes received, transfers installed, transfers that failed."""
     kv_transfers_received: int = 0
     kv_transfers_failed: int = 0
+    kv_bytes_per_token: int = 0
+    """PD mode: the KV bytes of one token over all layers, as the attention backend's layout
+    declares them (a transfer of n prompt tokens moves n times this)."""
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)
