@@ -67,7 +67,7 @@ class DecodeSide:
         self.timeouts = Timeouts.from_env()
         self.queued: list[Req] = []
         self.transfers: dict[str, _Transfer] = {}
-        self.results: queue.Queue[tuple[_Transfer, tuple[KVHeader, bytes] | TransferError]] = queue.Queue()
+        self.results: queue.Queue[tuple[_Transfer, tuple[KVHeader, bytearray] | TransferError]] = queue.Queue()
         self.bytes_received = 0
         self.transfers_received = 0
         self.transfers_failed = 0
@@ -162,7 +162,7 @@ class DecodeSide:
         b = transfer.bootstrap
         try:
             host, port = self._route(b)
-            outcome: tuple[KVHeader, bytes] | TransferError = tcp_transfer.fetch(
+            outcome: tuple[KVHeader, bytearray] | TransferError = tcp_transfer.fetch(
                 host, port, b.room, self.timeouts.waiting_s, transfer.attach
             )
         except TransferError as e:
@@ -187,7 +187,7 @@ class DecodeSide:
             return
         tcp_transfer.cancel(host, port, b.room)
 
-    def _install(self, transfer: _Transfer, header: KVHeader, payload: bytes) -> None:
+    def _install(self, transfer: _Transfer, header: KVHeader, payload: bytearray) -> None:
         """Writes the received KV into the reserved slots and makes the request a running one."""
         req, count = transfer.req, len(transfer.slots)
         expected = tuple(
@@ -198,7 +198,7 @@ class DecodeSide:
         dtype = getattr(torch, header.dtype, None)
         if not isinstance(dtype, torch.dtype):
             raise TransferError(f"unknown KV dtype {header.dtype!r}")
-        tokens = torch.frombuffer(bytearray(payload), dtype=torch.uint8).view(dtype).reshape(expected)
+        tokens = torch.frombuffer(payload, dtype=torch.uint8).view(dtype).reshape(expected)
         block = self.backend.kv_from_tokens(tokens.to(self.backend.dtype), self.io.axis).contiguous()
         self.io.write(transfer.slots, block)
         self.bytes_received += len(payload)

@@ -63,12 +63,13 @@ def send_frame(sock: socket.socket, data: bytes) -> None:
     sock.sendall(data)  # no concatenated copy of a large payload
 
 
-def recv_frame(sock: socket.socket, limit: int) -> bytes:
-    """One frame of at most `limit` bytes; TransferError when the peer closed or lied."""
+def recv_frame(sock: socket.socket, limit: int) -> bytearray:
+    """One frame of at most `limit` bytes, received in place (a KV payload is not copied again);
+    TransferError when the peer closed or lied."""
     (length,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
     if length > limit:
         raise TransferError(f"a frame of {length} bytes exceeds the {limit} expected")
-    return bytes(_recv_exact(sock, length))
+    return _recv_exact(sock, length)
 
 
 def _recv_exact(sock: socket.socket, count: int) -> bytearray:

@@ -131,7 +131,7 @@ class TcpOutbox:
 
 def fetch(
     host: str, port: int, room: int, timeout_s: float, on_socket: Callable[[socket.socket], None]
-) -> tuple[KVHeader, bytes]:
+) -> tuple[KVHeader, bytearray]:
     """The room's header and payload from the outbox at `host:port`. `on_socket` receives the
     connection first, so an abort can shut it down to end the wait; TransferError otherwise."""
     try:
