@@ -16,6 +16,7 @@ prefill server, which drops its copy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -56,7 +57,15 @@ class _Transfer:
         with self.lock:
             self.sock = sock
             if self.cancelled:
-                sock.shutdown(socket.SHUT_RDWR)
+                self.cancel()
+
+    def cancel(self) -> None:
+        """Ends the wait of the fetch thread (called under `lock`); its socket may be closed
+        already, when the fetch finished and its result waits to be polled."""
+        self.cancelled = True
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
 
 
 class DecodeSide:
@@ -93,9 +102,7 @@ class DecodeSide:
         elif (transfer := self.transfers.pop(rid, None)) is not None:
             req = transfer.req
             with transfer.lock:
-                transfer.cancelled = True
-                if transfer.sock is not None:
-                    transfer.sock.shutdown(socket.SHUT_RDWR)
+                transfer.cancel()
             self.scheduler.free_slots(transfer.slots)
             b = transfer.bootstrap
             threading.Thread(target=self._cancel_room, args=(b,), name="pd-cancel", daemon=True).start()
