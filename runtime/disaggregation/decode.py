@@ -16,6 +16,7 @@ prefill server, which drops its copy.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -211,6 +212,14 @@ class DecodeSide:
         self.bytes_received += len(payload)
         self.transfers_received += 1
         scheduler = self.scheduler
+        if req.grammar_future is not None:  # the first token must reach its grammar: wait for it
+            concurrent.futures.wait([req.grammar_future])
+            req.grammar_pending()
+        if req.grammar_error is not None:
+            scheduler.free_slots(transfer.slots)
+            req.abort(req.grammar_error)
+            scheduler._finish(req)
+            return
         req.slots = transfer.slots
         req.match = scheduler.cache.match_prefix([])  # nothing shared: its own KV, locked as any admission
         scheduler.cache.inc_lock_ref(req.match.last_node)

@@ -76,8 +76,9 @@ def start_pd_fleet(services: ServerGroup, smg_venv: Venv | None, decode_device: 
     return fleet
 
 
-def generate(server: RunningServer, text: str, **extra: Any) -> dict[str, Any]:
-    body = {"text": text, "sampling_params": {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0}, **extra}
+def generate(server: RunningServer, text: str, sampling: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    params = {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0, **(sampling or {})}
+    body = {"text": text, "sampling_params": params, **extra}
     response = httpx.post(f"{server.url}/generate", json=body, timeout=120)
     assert response.status_code == 200, response.text
     return response.json()

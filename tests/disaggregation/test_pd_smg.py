@@ -53,14 +53,20 @@ def test_greedy_through_smg_matches_unified_and_moves_the_declared_bytes(fleet: 
         assert through["output_ids"] == unified["output_ids"], (text, through, unified)
         assert through["meta_info"]["finish_reason"] == unified["meta_info"]["finish_reason"]
         prompt_tokens += through["meta_info"]["prompt_tokens"]
+    # A grammar holds from the prefill's first token through the decode server's tokens.
+    constrained = {"regex": "(yes|no), because [a-z ]+\\."}
+    unified = generate(fleet.decode, "Is the sky blue? Answer:", constrained)
+    through = generate(fleet.router, "Is the sky blue? Answer:", constrained)
+    assert through["output_ids"] == unified["output_ids"] and through["text"].startswith(("yes, ", "no, "))
+    prompt_tokens += through["meta_info"]["prompt_tokens"]
     unified_chat = chat(fleet.decode, PROMPTS[1])
     through_chat = chat(fleet.router, PROMPTS[1])
     assert through_chat["choices"][0]["message"] == unified_chat["choices"][0]["message"]
     prompt_tokens += through_chat["usage"]["prompt_tokens"]
 
     after_p, after_d = kv_status(fleet.prefill), kv_status(fleet.decode)
-    assert after_p["kv_transfers_sent"] - before_p["kv_transfers_sent"] == len(PROMPTS) + 1
-    assert after_d["kv_transfers_received"] - before_d["kv_transfers_received"] == len(PROMPTS) + 1
+    assert after_p["kv_transfers_sent"] - before_p["kv_transfers_sent"] == len(PROMPTS) + 2
+    assert after_d["kv_transfers_received"] - before_d["kv_transfers_received"] == len(PROMPTS) + 2
     per_token = after_p["kv_bytes_per_token"]
     # SmolLM2-135M in fp32: 30 layers of K and V, 3 KV heads of 64 values, 4 bytes each.
     assert per_token == after_d["kv_bytes_per_token"] == 30 * 2 * 3 * 64 * 4
