@@ -23,7 +23,7 @@ PROMPTS = (
     "Write a haiku about the sea.",
     "List three prime numbers and explain why each is prime:",
 )
-MAX_NEW_TOKENS = 24
+MAX_NEW_TOKENS = 16
 
 
 @dataclass
