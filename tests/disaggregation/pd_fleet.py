@@ -76,10 +76,13 @@ def start_pd_fleet(services: ServerGroup, smg_venv: Venv | None, decode_device: 
     return fleet
 
 
-def generate(server: RunningServer, text: str, sampling: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def generate(
+    server: RunningServer, text: str, sampling: dict[str, Any] | None = None, timeout: float = 120, **extra: Any
+) -> dict[str, Any]:
+    """`timeout`: the tpu platform on XLA:CPU compiles each new step shape, minutes under load."""
     params = {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0, **(sampling or {})}
     body = {"text": text, "sampling_params": params, **extra}
-    response = httpx.post(f"{server.url}/generate", json=body, timeout=120)
+    response = httpx.post(f"{server.url}/generate", json=body, timeout=timeout)
     assert response.status_code == 200, response.text
     return response.json()
 
