@@ -160,6 +160,17 @@ class AttentionBackend(ABC):
         slot_elements = math.prod(self.kv_buffer_shape(1))
         return slot_elements * torch.empty((), dtype=self.dtype).element_size()
 
+    def kv_to_tokens(self, block: torch.Tensor, slot_axis: int) -> torch.Tensor:
+        """`block` (`[layers, *kv_buffer_shape(n)]`, the KV of `n` slots read along the layout's
+        `slot_axis`) in the portable token-major layout `[layers, n, *per-token shape]`, where
+        a K/V backend's token is `[2 (K then V), Hkv, D]` whatever its own layout: the form KV
+        crosses between servers in, so backends of different layouts exchange it."""
+        return block.movedim(slot_axis + 1, 1)
+
+    def kv_from_tokens(self, tokens: torch.Tensor, slot_axis: int) -> torch.Tensor:
+        """The inverse of `kv_to_tokens`: portable `[layers, n, ...]` into this layout's block."""
+        return tokens.movedim(1, slot_axis + 1)
+
     def plan(self, inputs: AttentionInputs) -> AttentionMetadata:
         return AttentionMetadata(inputs=inputs, new_slots=inputs.new_slots())
 

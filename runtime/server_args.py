@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import WeightFormat
+from sglang.runtime.disaggregation.config import MODES as DISAGGREGATION_MODES
+from sglang.runtime.disaggregation.config import TRANSFER_BACKENDS
 from sglang.runtime.memory.eviction import POLICIES
 from sglang.runtime.observability.tracing import TraceConfig
 from sglang.runtime.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS
@@ -132,6 +134,22 @@ class ServerArgs:
         None,
         'JSON object for the storage backend: {"storage_dir": PATH, "block_tokens": N (tokens per block of the '
         'host and storage tiers, default 64), "prefetch_timeout_base": S, "prefetch_timeout_per_ki_token": S}.',
+    )
+    disaggregation_mode: str = _opt(
+        "null",
+        "Prefill-decode disaggregation: null (a unified server), prefill (computes prompts' KV and first tokens "
+        "for a decode server, and runs the bootstrap server) or decode (receives them and generates the rest). "
+        "Put both behind `smg launch --pd-disaggregation --prefill URL BOOTSTRAP_PORT --decode URL`.",
+        choices=DISAGGREGATION_MODES,
+    )
+    disaggregation_bootstrap_port: int = _opt(
+        8998, "Prefill server: port of its bootstrap server, which tells decode servers where to fetch KV from."
+    )
+    disaggregation_transfer_backend: str = _opt(
+        "tcp",
+        "How KV moves from prefill to decode: tcp (plain sockets between processes or hosts, no RDMA). "
+        "Upstream's mooncake, nixl, ascend and mori are not available here.",
+        choices=TRANSFER_BACKENDS,
     )
     cpu_threads: int | None = _opt(None, "torch intra-op threads on the cpu platform (default: torch's choice).")
     disable_cuda_graph: bool = _opt(
@@ -280,6 +298,7 @@ class ServerArgs:
         if self.lora_eviction_policy not in ("lru", "fifo"):
             raise ValueError(f"lora_eviction_policy must be lru or fifo, got {self.lora_eviction_policy!r}")
         self._check_hicache()
+        self._check_disaggregation()
         if self.nnodes > 1 and not self.dist_init_addr:
             raise ValueError("--nnodes > 1 needs --dist-init-addr HOST:PORT (node 0's address)")
         speculative_config(self)  # a refused algorithm or bad draft settings fail here, with the reason
@@ -296,6 +315,17 @@ class ServerArgs:
             raise ValueError("--enable-hierarchical-cache needs the radix cache (drop --disable-radix-cache)")
         if self.tp_size > 1:
             raise ValueError("--enable-hierarchical-cache is not supported with --tp-size > 1 yet")
+
+    def _check_disaggregation(self) -> None:
+        if self.disaggregation_mode not in DISAGGREGATION_MODES:
+            raise ValueError(f"--disaggregation-mode must be one of {', '.join(DISAGGREGATION_MODES)}")
+        if self.disaggregation_transfer_backend not in TRANSFER_BACKENDS:
+            raise ValueError(
+                f"--disaggregation-transfer-backend {self.disaggregation_transfer_backend!r} is not available; "
+                f"use {', '.join(TRANSFER_BACKENDS)}"
+            )
+        if self.disaggregation_mode != "null" and self.tp_size > 1:
+            raise ValueError("--disaggregation-mode is not supported with --tp-size > 1 yet")
 
     def hicache_extra_config(self) -> dict[str, Any]:
         """`--hicache-storage-backend-extra-config` parsed (empty when unset)."""

@@ -71,6 +71,18 @@ class SchedulerStatus:
     storage_blocks_rejected: int = 0
     """Stored blocks found corrupt, truncated or foreign: removed, their tokens recomputed."""
     storage_write_errors: int = 0
+    kv_transfer_bytes_sent: int = 0
+    """Prefill-decode disaggregation, prefill side: KV payload bytes sent, rooms sent, rooms
+    published and not yet fetched."""
+    kv_transfers_sent: int = 0
+    kv_transfer_rooms_pending: int = 0
+    kv_transfer_bytes_received: int = 0
+    """Decode side: KV payload bytes received, transfers installed, transfers that failed."""
+    kv_transfers_received: int = 0
+    kv_transfers_failed: int = 0
+    kv_bytes_per_token: int = 0
+    """PD mode: the KV bytes of one token over all layers, as the attention backend's layout
+    declares them (a transfer of n prompt tokens moves n times this)."""
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)

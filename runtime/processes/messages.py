@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from sglang.runtime.disaggregation.messages import Bootstrap
 from sglang.runtime.observability.tracing import TraceCarrier
 from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.requests.sampling_params import SamplingParams
@@ -42,6 +43,8 @@ class GenerateRequest:
     """The LoRA adapter (by name) the request runs with; None: the base model."""
     trace: TraceCarrier | None = None
     """The request's root span when tracing is on (`--enable-trace`); None otherwise."""
+    bootstrap: Bootstrap | None = None
+    """Prefill-decode disaggregation: the prefill server and room of this request."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ class ReadyInfo:
     """The chosen kernel of every op and why each other candidate lost (`OpTable.as_dict`)."""
     lora_enabled: bool = False
     lora_adapters: dict[str, str] = field(default_factory=dict)
+    disaggregation_mode: str = "null"
     """The adapters loaded at startup, name to path."""
 
     def model_info(self) -> dict[str, object]:

@@ -164,6 +164,8 @@ class TokenizerManager:
         _check_grammar(item.params)
         if item.lora_path is not None:
             self.check_adapter(item.lora_path, "lora_path")
+        if item.bootstrap is not None:
+            self._check_bootstrap(item)
         return GenerateRequest(
             item.rid,
             list(ids),
@@ -172,7 +174,20 @@ class TokenizerManager:
             stream=item.stream,
             priority=item.priority,
             lora_path=item.lora_path,
+            bootstrap=item.bootstrap,
         )
+
+    def _check_bootstrap(self, item: SingleInput) -> None:
+        """400 unless this server is one side of prefill-decode disaggregation and the request
+        is one sequence (its room names one KV transfer)."""
+        if self.info.disaggregation_mode == "null":
+            raise InvalidRequestError(
+                "bootstrap_room: prefill-decode disaggregation is off on this server "
+                "(start it with --disaggregation-mode prefill or decode)",
+                "bootstrap_room",
+            )
+        if item.params.n != 1:
+            raise InvalidRequestError("n must be 1 in prefill-decode disaggregation (one room, one sequence)", "n")
 
     def check_adapter(self, name: str, param: str) -> None:
         """InvalidRequestError (400) unless `name` is a loaded LoRA adapter."""

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any
 
+from sglang.runtime.disaggregation.messages import Bootstrap
 from sglang.runtime.processes.messages import LogprobRequest
 from sglang.runtime.requests import upstream_fields
 from sglang.runtime.requests.sampling_params import SamplingParams, SamplingParamsError
@@ -43,6 +44,7 @@ class SingleInput:
     log_metrics: bool = True
     return_prompt_token_ids: bool = False
     lora_path: str | None = None
+    bootstrap: Bootstrap | None = None
 
 
 @dataclass
@@ -74,6 +76,11 @@ class GenerateInput:
     """The LoRA adapter (by name) of every prompt, or per prompt of a batch; None: the base model."""
     trace_context: dict[str, str] | None = None
     """W3C trace-context headers (`traceparent`, `tracestate`) of the caller, when it sent them."""
+    bootstrap_host: str | list[str] | None = None
+    """Prefill-decode disaggregation (the router sets these three, per prompt of a batch or one
+    for all): the prefill server's host, its bootstrap port, and the room naming the request."""
+    bootstrap_port: int | list[int] | None = None
+    bootstrap_room: int | list[int] | None = None
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> GenerateInput:
@@ -167,9 +174,22 @@ class GenerateInput:
                     log_metrics=self.log_metrics,
                     return_prompt_token_ids=self.return_prompt_token_ids,
                     lora_path=self._pick("lora_path", i, count),
+                    bootstrap=self._bootstrap(i, count),
                 )
             )
         return items
+
+    def _bootstrap(self, i: int, count: int) -> Bootstrap | None:
+        values = {name: self._pick(f"bootstrap_{name}", i, count) for name in ("host", "port", "room")}
+        if all(v is None for v in values.values()):
+            return None
+        host, port, room = values["host"], values["port"], values["room"]
+        if not isinstance(host, str) or not host:
+            raise InvalidRequestError("bootstrap_host must be the prefill server's host", "bootstrap_host")
+        for name, value in (("bootstrap_port", port), ("bootstrap_room", room)):
+            if type(value) is not int or value < 0:
+                raise InvalidRequestError(f"{name} must be a non-negative integer", name)
+        return Bootstrap(host, port, room)
 
     def _rid(self, i: int, count: int) -> str:
         """As upstream: one string for a batch is the prefix of per-prompt ids."""

@@ -32,9 +32,6 @@ _DP = Missing("data parallelism (this server is its only rank, 0)", 0)
 _SGLEXT = "SGLang's response extensions (sglext)"
 
 _SHARED = {
-    "bootstrap_host": Missing(_PD),
-    "bootstrap_port": Missing(_PD),
-    "bootstrap_room": Missing(_PD),
     "routed_dp_rank": _DP,
     "data_parallel_rank": _DP,
     "disagg_prefill_dp_rank": _DP,

@@ -126,6 +126,7 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
         op_table=loaded.op_table.as_dict(),
         lora_enabled=lora is not None,
         lora_adapters=loaded_adapters(scheduler),
+        disaggregation_mode=args.disaggregation_mode,
     )
     return scheduler, info
 
@@ -153,6 +154,8 @@ def scheduler_status(scheduler: Scheduler) -> SchedulerStatus:
         static_step_fallbacks=steps.static_fallbacks,
         verify_steps=steps.verify_steps,
         **(asdict(scheduler.hicache.stats) if scheduler.hicache is not None else {}),
+        **(scheduler.pd_prefill.stats() if scheduler.pd_prefill is not None else {}),
+        **(scheduler.pd_decode.stats() if scheduler.pd_decode is not None else {}),
     )
 
 

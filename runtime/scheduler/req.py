@@ -64,6 +64,8 @@ class Req:
         """When the request was first admitted (monotonic; kept across retractions)."""
         self.trace = request.trace
         self.lora_name = request.lora_path
+        self.bootstrap = request.bootstrap
+        """Where its prefill server is, in prefill-decode disaggregation; None otherwise."""
         self.lora_slot: int | None = None
         """The LoRA slot this request holds while it runs (0: no adapter); None when it holds none."""
         self.cache_namespace = 0

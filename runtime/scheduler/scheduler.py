@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from sglang.ops.step import StepError
+from sglang.runtime.disaggregation.startup import build_sides
 from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.manager import LoraManager
@@ -96,6 +97,7 @@ class Scheduler:
         }
         self.stats |= dict.fromkeys(verify_step.TOTALS, 0)
         self.speculator = speculator or build_speculator(speculative_config(args))
+        self.pd_prefill, self.pd_decode = build_sides(self)
 
     # -- requests in and out -------------------------------------------------------------------
     def add_request(self, request: GenerateRequest) -> None:
@@ -114,11 +116,18 @@ class Scheduler:
                 return
         if self.grammar is not None and self.grammar.wants(req.params):
             self.grammar.submit(req)
+        if req.bootstrap is not None and self.pd_prefill is not None:
+            self.pd_prefill.prepare(req)
+        if req.bootstrap is not None and self.pd_decode is not None:
+            self.pd_decode.add(req)  # its KV comes from the prefill server, not from a prefill here
+            return
         if self.hicache is not None:  # its stored prefix is read while it waits
             req.prefetch = self.hicache.prefetch(req.cache_ids(len(req.fill_ids) - 1))
         self.waiting.append(req)
 
     def abort(self, rid: str, message: str) -> None:
+        if self.pd_decode is not None and self.pd_decode.abort(rid, message):
+            return
         for req in self.waiting:
             if req.rid == rid:
                 self.waiting.remove(req)
@@ -137,7 +146,8 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.finished_updates)
+        transfers = self.pd_decode is not None and self.pd_decode.busy
+        return bool(self.waiting or self.running or self.finished_updates or transfers)
 
     def flush_cache(self) -> bool:
         """Empties the device tier of the prefix cache; refused (False) while requests run or
@@ -155,6 +165,8 @@ class Scheduler:
     # -- one step ----------------------------------------------------------------------------
     def step(self) -> list[TokenUpdate]:
         self._release_aborted()
+        if self.pd_decode is not None:
+            self.pd_decode.poll(idle=not (self.running or self.waiting))
         self._admit()
         entries = self._plan()
         if not entries and self.hicache is not None:  # idle but for reads: wait on them, do not spin
@@ -428,6 +440,8 @@ class Scheduler:
     def _finish(self, req: Req) -> None:
         if req.prefetch is not None:  # finished while waiting: its storage reads can stop
             req.prefetch.cancelled = True
+        if self.pd_prefill is not None:
+            self.pd_prefill.on_finish(req)  # reads its KV, so before the KV is released
         self._release_kv(req)
         if self.lora is not None and req.lora_name is not None:
             self.lora.unuse(req.lora_name)

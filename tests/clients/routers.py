@@ -21,6 +21,18 @@ HEALTH_CHECK_INTERVAL_S = 1
 def start_router(
     services: ServerGroup, venv: Venv, name: str, worker_urls: list[str], policy: str, *extra: str
 ) -> RunningServer:
+    return _launch(services, venv, name, "--worker-urls", *worker_urls, "--policy", policy, *extra)
+
+
+def start_pd_router(
+    services: ServerGroup, venv: Venv, prefill_url: str, bootstrap_port: int, decode_url: str
+) -> RunningServer:
+    """smg in prefill-decode mode in front of one prefill and one decode server."""
+    pd = ("--pd-disaggregation", "--prefill", prefill_url, str(bootstrap_port), "--decode", decode_url)
+    return _launch(services, venv, "smg-pd", *pd, "--policy", "round_robin")
+
+
+def _launch(services: ServerGroup, venv: Venv, name: str, *workers: str) -> RunningServer:
     port = free_port()
     command = [
         str(venv.script("smg")),
@@ -33,17 +45,13 @@ def start_router(
         HOST,
         "--prometheus-port",
         str(free_port()),
-        "--worker-urls",
-        *worker_urls,
-        "--policy",
-        policy,
+        *workers,
         "--health-check-interval-secs",
         str(HEALTH_CHECK_INTERVAL_S),
         "--health-failure-threshold",
         "1",
         "--log-level",
         "warn",
-        *extra,
     ]
     # RUST_LOG would override --log-level; the router's own flag decides. No model of its own:
     # the caller waits for its workers (`wait_for_workers`).

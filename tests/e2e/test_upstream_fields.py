@@ -141,6 +141,15 @@ def test_router_fields_on_generate(http: httpx.Client) -> None:
     assert_openai_error(http.post("/generate", json={"text": "Hi", "model": "gpt-9"}), 404, "model")
 
 
+@pytest.mark.parametrize("path", ["/generate", "/v1/chat/completions"])
+def test_bootstrap_fields_need_disaggregation_mode(http: httpx.Client, path: str) -> None:
+    """A unified server (`--disaggregation-mode null`) refuses a request meant for a PD pair."""
+    pd = {"bootstrap_host": "127.0.0.1", "bootstrap_port": 8998, "bootstrap_room": 7}
+    base = {"text": "Hi", "sampling_params": greedy(1)} if path == "/generate" else {"messages": MESSAGES}
+    error = assert_openai_error(http.post(path, json={**base, **pd}), 400, "bootstrap_room")
+    assert "--disaggregation-mode" in error["message"]
+
+
 @pytest.mark.parametrize("name", sorted(upstream_fields.GENERATE))
 def test_generate_missing_feature_default_accepted_else_named(http: httpx.Client, name: str) -> None:
     missing = upstream_fields.GENERATE[name]

@@ -21,7 +21,6 @@ from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequest
         ({"lora_path": 3}, "lora_path"),
         ({"lora_path": ["a", 2]}, "lora_path"),
         ({"lora_id": "adapter"}, "lora_id"),
-        ({"bootstrap_room": 7}, "bootstrap_room"),
         ({"data_parallel_rank": 1}, "data_parallel_rank"),
         ({"data_parallel_rank": False}, "data_parallel_rank"),
         ({"background": True}, "background"),
@@ -49,6 +48,27 @@ def test_router_defaults_accepted() -> None:
         }
     )
     assert obj.model == "unknown" and obj.split()[0].text == "Hi"
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"bootstrap_room": 7}, "bootstrap_host"),
+        ({"bootstrap_host": "h", "bootstrap_port": "8998", "bootstrap_room": 7}, "bootstrap_port"),
+        ({"bootstrap_host": "h", "bootstrap_port": 8998, "bootstrap_room": -1}, "bootstrap_room"),
+    ],
+)
+def test_incomplete_bootstrap_refused_naming_the_field(extra: dict[str, Any], param: str) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        GenerateInput.from_dict({"text": "Hi", **extra}).split()
+    assert info.value.param == param
+
+
+def test_bootstrap_fields_reach_the_single_inputs_per_prompt() -> None:
+    body = {"text": ["a", "b"], "bootstrap_host": "h", "bootstrap_port": 8998, "bootstrap_room": [5, 6]}
+    items = GenerateInput.from_dict(body).split()
+    assert [(i.bootstrap.host, i.bootstrap.port, i.bootstrap.room) for i in items] == [("h", 8998, 5), ("h", 8998, 6)]
+    assert GenerateInput.from_dict({"text": "a"}).split()[0].bootstrap is None
 
 
 def test_a_batch_rid_string_prefixes_the_prompts() -> None:

@@ -89,6 +89,17 @@ class RaggedPagedAttention(AttentionBackend):
     def kv_bytes_per_token(self) -> int:
         return 2 * self.num_kv_heads * self.head_dim * torch.empty((), dtype=self.dtype).element_size()
 
+    def kv_to_tokens(self, block: torch.Tensor, slot_axis: int) -> torch.Tensor:
+        """Per token `[1, 2 * Hk, D]` with K and V interleaved by head becomes `[2, Hk, D]`."""
+        tokens = super().kv_to_tokens(block, slot_axis)
+        layers, n = tokens.shape[:2]
+        return tokens.reshape(layers, n, self.num_kv_heads, 2, self.head_dim).transpose(2, 3)
+
+    def kv_from_tokens(self, tokens: torch.Tensor, slot_axis: int) -> torch.Tensor:
+        layers, n = tokens.shape[:2]
+        interleaved = tokens.transpose(2, 3).reshape(layers, n, 1, 2 * self.num_kv_heads, self.head_dim)
+        return super().kv_from_tokens(interleaved, slot_axis)
+
     def plan(self, inputs: AttentionInputs) -> RaggedMetadata:  # type: ignore[override]
         shape = RaggedShape.natural(inputs, self.page_size)
         arrays = pack_contract(inputs, self.page_size, shape)

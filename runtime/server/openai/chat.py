@@ -182,6 +182,9 @@ def chat_plan(
         top_logprobs_num=request.top_logprobs or 0,
         rid=request.rid,
         priority=request.priority,
+        bootstrap_host=request.bootstrap_host,
+        bootstrap_port=request.bootstrap_port,
+        bootstrap_room=request.bootstrap_room,
     )
     include_usage = check_stream_options(request)
     names = native_names("messages", constraint)

@@ -77,6 +77,9 @@ def completion_plan(request: CompletionRequest, detokenize: Callable[[list[int]]
         top_logprobs_num=request.logprobs or 0,
         rid=request.rid,
         priority=request.priority,
+        bootstrap_host=request.bootstrap_host,
+        bootstrap_port=request.bootstrap_port,
+        bootstrap_room=request.bootstrap_room,
     )
     echo_texts = [p if isinstance(p, str) else detokenize(p) for p in prompts] if request.echo else None
     include_usage = check_stream_options(request)

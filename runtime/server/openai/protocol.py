@@ -121,6 +121,10 @@ class SamplingFields(_Extras):
     `None` means "SGLang's default" for every optional sampling value."""
 
     model: str | None = None
+    bootstrap_host: StrictStr | None = None
+    """Prefill-decode disaggregation: the router's prefill host, bootstrap port and room."""
+    bootstrap_port: StrictInt | None = None
+    bootstrap_room: StrictInt | None = None
     n: int = _bounded(1, "n")
     temperature: float | None = _bounded(None, "temperature")
     top_p: float | None = _bounded(None, "top_p")
