@@ -55,9 +55,7 @@ def build(scenario: str, layer: str, page_size: int, dtype: torch.dtype, gen: to
     slots, num_slots = pac.page_slots(seq_lens, page_size, gen)
     cached = [(s[:p], p) for s, p in zip(slots, (s - e for s, e in zip(seq_lens, extend_lens))) if p]
     prefix_lens = tuple(p for _, p in cached)
-    prefix = AttentionInputs(
-        prefix_lens, prefix_lens, torch.cat([s for s, _ in cached]) if cached else slots[0][:0]
-    )
+    prefix = AttentionInputs(prefix_lens, prefix_lens, torch.cat([s for s, _ in cached]) if cached else slots[0][:0])
     return MLAScenario(
         num_heads=heads,
         kv_lora_rank=rank,

@@ -12,7 +12,8 @@ _HERE = "sglang.platforms.kernels.torch_native"
 
 FAMILY = KernelFamily(
     name="torch_native",
-    description="torch's fused kernels (SDPA attention, absorbed MLA, RMSNorm), a sparse MoE, multi-LoRA GEMMs; any torch device",
+    description="torch's fused kernels (SDPA attention, absorbed MLA, RMSNorm), a sparse MoE, multi-LoRA GEMMs; any "
+    "torch device",
     candidates=(
         Candidate("attention_backend", "torch_native", f"{_HERE}.attention:SdpaAttention"),
         Candidate("mla_backend", "torch_native", f"{_HERE}.mla:AbsorbedMLA"),
