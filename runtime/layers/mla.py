@@ -62,7 +62,7 @@ class LatentAttention(Module):
         # transformers writes V3's rotated dims in is a permutation shared by q and k, which
         # leaves every q.k product unchanged.
         q_pe, k_pe = ops.apply_rotary(positions, q_pe, k_pe.unsqueeze(1), cos_sin, is_neox=not mla.rope_interleaved)
-        w_kc, w_vc = self.kv_b_proj.weight.unflatten(0, (self.num_heads, -1)).split(
+        w_kc, w_vc = self.kv_b_proj.weight.view(self.num_heads, -1, mla.kv_lora_rank).split(
             [mla.qk_nope_head_dim, mla.v_head_dim], dim=1
         )
         layer_id = self.layer.layer_id
