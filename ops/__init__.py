@@ -19,12 +19,14 @@ from sglang.ops.collectives import Communicator, SingleProcessCommunicator, Torc
 from sglang.ops.kv_store import store_kv
 from sglang.ops.linear import embedding, linear
 from sglang.ops.lora import lora_expand, lora_shrink
-from sglang.ops.moe import moe_experts, moe_route, moe_route_grouped
+from sglang.ops.mla import MLABackend, ReferenceMLA
+from sglang.ops.moe import moe_experts, moe_route, moe_route_group_limited, moe_route_grouped
 from sglang.ops.norm import fused_add_rms_norm, rms_norm
 from sglang.ops.rotary import RopeScaling, RotaryTable, apply_rotary
 from sglang.ops.sampling import SamplingTensors, apply_penalties, apply_token_bitmask, log_softmax, sample
 
 attention_backend: type[AttentionBackend] = ReferenceAttention
+mla_backend: type[MLABackend] = ReferenceMLA
 
 __all__ = [
     "REFERENCE_OPS",
@@ -33,7 +35,9 @@ __all__ = [
     "AttentionLayer",
     "AttentionMetadata",
     "Communicator",
+    "MLABackend",
     "ReferenceAttention",
+    "ReferenceMLA",
     "RopeScaling",
     "RotaryTable",
     "SamplingTensors",
@@ -51,8 +55,10 @@ __all__ = [
     "log_softmax",
     "lora_expand",
     "lora_shrink",
+    "mla_backend",
     "moe_experts",
     "moe_route",
+    "moe_route_group_limited",
     "moe_route_grouped",
     "rms_norm",
     "sample",

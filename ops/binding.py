@@ -31,6 +31,7 @@ REFERENCE_OPS: dict[str, str] = {
     "store_kv": "sglang.ops.kv_store:store_kv",
     "moe_route": "sglang.ops.moe:moe_route",
     "moe_route_grouped": "sglang.ops.moe:moe_route_grouped",
+    "moe_route_group_limited": "sglang.ops.moe:moe_route_group_limited",
     "moe_experts": "sglang.ops.moe:moe_experts",
     "lora_shrink": "sglang.ops.lora:lora_shrink",
     "lora_expand": "sglang.ops.lora:lora_expand",
@@ -39,8 +40,10 @@ REFERENCE_OPS: dict[str, str] = {
     "sample": "sglang.ops.sampling:sample",
     "log_softmax": "sglang.ops.sampling:log_softmax",
     "attention_backend": "sglang.ops.attention:ReferenceAttention",
+    "mla_backend": "sglang.ops.mla:ReferenceMLA",
 }
-"""Every op name and its reference implementation (`attention_backend` is a class)."""
+"""Every op name and its reference implementation (`attention_backend` and `mla_backend` are
+classes)."""
 
 
 def resolve(qualname: str) -> Any:

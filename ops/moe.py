@@ -67,6 +67,32 @@ def moe_route_grouped(
     return weights * scaling, ids
 
 
+def moe_route_group_limited(
+    router_logits: torch.Tensor,
+    top_k: int,
+    num_groups: int,
+    topk_groups: int,
+    renormalize: bool = False,
+    scaling: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek-V2's `group_limited_greedy` routing: softmax scores; a group's score is its best
+    expert's; the `top_k` experts are the best among the `topk_groups` best groups, weighted by
+    their softmax score (rescaled to sum to one with `renormalize`), times `scaling`.
+    Returns `(weights [T, k] float32, expert_ids [T, k] int64)`. Static shapes throughout."""
+    scores = router_logits.float().softmax(dim=-1)
+    num_experts = scores.shape[-1]
+    if num_experts % num_groups:
+        raise ValueError(f"{num_experts} experts do not split into {num_groups} groups")
+    grouped = scores.unflatten(-1, (num_groups, num_experts // num_groups))
+    best_groups = grouped.amax(dim=-1).topk(topk_groups, dim=-1).indices
+    group_mask = torch.zeros(grouped.shape[:-1], dtype=torch.bool, device=scores.device).scatter_(1, best_groups, True)
+    expert_mask = group_mask.unsqueeze(-1).expand_as(grouped).flatten(-2)
+    weights, ids = scores.masked_fill(~expert_mask, 0.0).topk(top_k, dim=-1)
+    if renormalize:
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return weights * scaling, ids
+
+
 def moe_experts(
     x: torch.Tensor,
     w13: torch.Tensor,

@@ -18,7 +18,7 @@ import torch
 class RopeScaling:
     """A normalized view of a config's `rope_scaling` / `rope_parameters`.
 
-    `kind` is one of `default`, `linear`, `dynamic`, `llama3`, `longrope`.
+    `kind` is one of `default`, `linear`, `dynamic`, `llama3`, `longrope`, `yarn`.
     """
 
     kind: str = "default"
@@ -30,9 +30,17 @@ class RopeScaling:
     """longrope: per-frequency divisors within the original context, `long_factor` past it."""
     long_factor: tuple[float, ...] = ()
     attention_factor: float = 1.0
-    """longrope: cos and sin are multiplied by it (scaling every attention score by its square)."""
+    """longrope and yarn: cos and sin are multiplied by it (scaling every rotary score by its square)."""
+    beta_fast: float = 32.0
+    """yarn: frequencies making more than `beta_fast` turns over the original context are kept,
+    those making fewer than `beta_slow` divided by `factor`, the band between ramped."""
+    beta_slow: float = 1.0
+    truncate: bool = True
+    mscale_all_dim: float = 0.0
+    """yarn (DeepSeek): the softmax scale is multiplied by `yarn_mscale(factor, mscale_all_dim) ** 2`
+    (`softmax_scale_factor`)."""
 
-    SUPPORTED = ("default", "linear", "dynamic", "llama3", "longrope")
+    SUPPORTED = ("default", "linear", "dynamic", "llama3", "longrope", "yarn")
 
     @classmethod
     def from_config(cls, raw: dict[str, Any] | None, max_position: int | None = None) -> RopeScaling:
@@ -47,7 +55,14 @@ class RopeScaling:
         factor = raw.get("factor")
         if factor is None and kind == "longrope" and max_position and original:
             factor = max_position / original
+        if factor is None and kind == "yarn" and max_position and original:
+            factor = max_position / original
         factor = float(factor if factor is not None else 1.0)
+        attention_factor = 1.0
+        if kind == "longrope":
+            attention_factor = _longrope_attention_factor(raw, factor, original)
+        elif kind == "yarn":
+            attention_factor = _yarn_attention_factor(raw, factor)
         return cls(
             kind=kind,
             factor=factor,
@@ -56,8 +71,19 @@ class RopeScaling:
             high_freq_factor=float(raw.get("high_freq_factor", 4.0)),
             short_factor=tuple(float(f) for f in raw.get("short_factor") or ()),
             long_factor=tuple(float(f) for f in raw.get("long_factor") or ()),
-            attention_factor=_longrope_attention_factor(raw, factor, original) if kind == "longrope" else 1.0,
+            attention_factor=attention_factor,
+            beta_fast=float(raw.get("beta_fast") or 32.0),
+            beta_slow=float(raw.get("beta_slow") or 1.0),
+            truncate=bool(raw.get("truncate", True)),
+            mscale_all_dim=float(raw.get("mscale_all_dim") or 0.0),
         )
+
+    @property
+    def softmax_scale_factor(self) -> float:
+        """What an MLA model multiplies its softmax scale by (DeepSeek's yarn `mscale_all_dim`)."""
+        if self.kind == "default" or not self.mscale_all_dim:
+            return 1.0
+        return yarn_mscale(self.factor, self.mscale_all_dim) ** 2
 
 
 def _longrope_attention_factor(raw: dict[str, Any], factor: float, original: int | None) -> float:
@@ -66,6 +92,34 @@ def _longrope_attention_factor(raw: dict[str, Any], factor: float, original: int
     if factor <= 1.0 or not original:
         return 1.0
     return math.sqrt(1 + math.log(factor) / math.log(original))
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn_attention_factor(raw: dict[str, Any], factor: float) -> float:
+    if raw.get("attention_factor") is not None:
+        return float(raw["attention_factor"])
+    mscale, mscale_all_dim = raw.get("mscale"), raw.get("mscale_all_dim")
+    if mscale and mscale_all_dim:
+        return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
+    return yarn_mscale(factor)
+
+
+def _yarn_inv_freq(inv_freq: torch.Tensor, dim: int, base: float, s: RopeScaling, original_max: int) -> torch.Tensor:
+    """YaRN: frequencies interpolated (divided by `factor`) below a band of turn counts over the
+    original context, kept above it, ramped linearly across it (as transformers computes it)."""
+
+    def correction_dim(turns: float) -> float:
+        return dim * math.log(original_max / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = correction_dim(s.beta_fast), correction_dim(s.beta_slow)
+    if s.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / ((high - low) or 0.001)).clamp(0, 1)
+    return inv_freq / s.factor * ramp + inv_freq * (1 - ramp)
 
 
 def _inv_freq(dim: int, base: float) -> torch.Tensor:
@@ -108,6 +162,8 @@ class RotaryTable:
             inv_freq = inv_freq / scaling.factor
         elif scaling.kind == "llama3":
             inv_freq = _llama3_inv_freq(inv_freq, scaling, original_max)
+        elif scaling.kind == "yarn":
+            inv_freq = _yarn_inv_freq(inv_freq, rotary_dim, base, scaling, original_max)
         if scaling.kind == "dynamic":
             seq_len = torch.clamp(positions + 1, min=original_max)
             scaled_base = base * ((scaling.factor * seq_len / original_max) - (scaling.factor - 1)) ** (

@@ -19,6 +19,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForCausalLM,
+    DeepseekV2Config,
+    DeepseekV3Config,
     Gemma2Config,
     Gemma3TextConfig,
     Glm4MoeConfig,
@@ -235,6 +237,57 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
     ),
 )
 
+DEEPSEEK = {
+    **MOE,
+    "num_hidden_layers": 3,
+    "num_key_value_heads": 4,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 24,
+    "n_routed_experts": 8,
+    "n_group": 4,
+    "topk_group": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "routed_scaling_factor": 2.0,
+    "rope_parameters": {
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 32,
+        "mscale": 1.0,
+        "mscale_all_dim": 0.8,
+        "beta_fast": 8,
+        "beta_slow": 1,
+    },
+}
+"""MLA with value and key head dims that differ, yarn with both mscales, experts after one dense
+layer with a shared expert and grouped routing (4 groups of 2, the best 2 searched)."""
+
+MODEL_SPECS += (
+    ModelSpec(
+        "deepseek-v2-mla",
+        DeepseekV2Config,
+        "DeepseekV2ForCausalLM",
+        {**DEEPSEEK, "q_lora_rank": None, "topk_method": "group_limited_greedy", "topk_group": 1},
+        # With one group searched the top-2 must share a group: unlike plain greedy top-2.
+        note="MLA without a query bottleneck, group-limited greedy softmax routing, scaled",
+    ),
+    ModelSpec(
+        "deepseek-v3-mla",
+        DeepseekV3Config,
+        "DeepseekV3ForCausalLM",
+        {
+            **DEEPSEEK,
+            "q_lora_rank": 24,
+            "norm_topk_prob": True,
+            **{"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+        },
+        note="MLA with a query bottleneck, noaux_tc grouped sigmoid routing with the selection bias",
+    ),
+)
+
 SPECS_BY_NAME: dict[str, ModelSpec] = {spec.name: spec for spec in MODEL_SPECS}
 
 
@@ -407,8 +460,7 @@ class PagedRunner:
         config = model.config
         self.model = model
         self.device = device
-        heads, kv_heads = model.attention_heads  # this rank's share under tensor parallelism
-        self.backend = ops.attention_backend(heads, kv_heads, config.head_dim, model.dtype, device)
+        self.backend = model.build_attention_backend(device)  # this rank's heads under tensor parallelism
         shape = self.backend.kv_buffer_shape(num_slots)
         self.kv_buffers = [torch.zeros(shape, dtype=model.dtype, device=device) for _ in range(config.num_layers)]
         self.free_slots = torch.randperm(num_slots, generator=torch.Generator().manual_seed(seed)).tolist()

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from sglang.ci.suites import mla_cases
 from sglang.ci.suites import paged_attention_cases as pac
 from sglang.ci.suites.devices import assert_close
 from sglang.ops.rotary import RopeScaling, RotaryTable
@@ -219,6 +220,19 @@ def _attention(scenario: str, layer: str, page_size: int) -> OpCase:
     )
 
 
+def _mla(scenario: str, layer: str, page_size: int) -> OpCase:
+    heads, rank, rope_dim = mla_cases.LAYERS[layer][:3]
+    return OpCase(
+        op="mla_backend",
+        name=f"{scenario}-{layer}-page{page_size}",
+        make=lambda gen, dtype: (mla_cases.build(scenario, layer, page_size, dtype, gen),),
+        call=lambda backend_cls, args: mla_cases.run(backend_cls, *args),
+        check=_check_attention,
+        page_size=page_size,
+        attention_shape=(heads, 1, rank + rope_dim),
+    )
+
+
 CASES: list[OpCase] = [
     *(
         OpCase(
@@ -284,6 +298,13 @@ CASES: list[OpCase] = [
         lambda g, d: (distinct_logits(g, 5, 8, d), torch.randperm(8, generator=g).float() / 64, 3, 4, 2, True, 2.5),
         check=_check_route,
     ),
+    OpCase(
+        "moe_route_group_limited",
+        "e8_g4_top3",
+        # DeepSeek-V2: softmax scores, the 2 groups with the best expert kept, top-3, scaled.
+        lambda g, d: (distinct_logits(g, 5, 8, d), 3, 4, 2, False, 2.5),
+        check=_check_route,
+    ),
     OpCase("moe_experts", "silu", _moe_experts(5, 4, 16, 24, 2, "silu")),
     OpCase("moe_experts", "gelu_top3", _moe_experts(11, 6, 32, 8, 3, "gelu_pytorch_tanh")),
     # 8 experts, top-2, hidden and intermediate sizes that are not multiples of the GEMM tiles.
@@ -305,6 +326,7 @@ CASES: list[OpCase] = [
         for b, v in ((4, 50), (2, 1000))
     ),
     *(_attention(s, layer, p) for s, layer, p in pac.CASES),
+    *(_mla(s, layer, p) for s, layer, p in mla_cases.CASES),
     OpCase("lora_shrink", "plain_prefill", _lora_shrink(_LORA_PREFILL, 4, 40, 1, (4, 8, 2))),
     OpCase("lora_shrink", "qkv_decode", _lora_shrink(_LORA_DECODE, 4, 96, 3, (16, 4, 8))),
     OpCase("lora_expand", "plain_prefill", _lora_expand(_LORA_PREFILL, 4, (24,), (4, 8, 2))),

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM
 from sglang import ops
 from sglang.ci.suites.devices import require_dtype, triton_interpreted
 from sglang.ci.suites.model_harness import (
+    DEEPSEEK,
     FP32_ATOL,
     MODEL_SPECS,
     SCHEDULES,
@@ -48,6 +49,9 @@ REAL_SHAPE_SPECS = ("qwen3-gqa7-d128", "llama-gqa5-d256")
 (about a minute per case on the CI machine); there op parity covers these shapes for the jax
 family, and a TPU runs them."""
 QUICK_SCHEDULE_SPECS = ("gemma2-softcap", "gemma3-local-rope", "phi3-longrope", "glm4-moe-grouped")
+MIXED_ONLY_SPECS = ("deepseek-v2-mla", "deepseek-v3-mla")
+"""Specs whose schedules but `mixed` are `slow`: MLA's decode batching is covered by op parity and
+by greedy generation (decode steps after a prefill) by default."""
 """Specs whose `extend` and `cached-prefix` schedules are `slow` (CI budget): `mixed` holds a fresh
 prefill, an extend over a cached prefix and decodes, and `decode` ragged decoding, by default."""
 
@@ -59,7 +63,10 @@ def spec_schedules(specs: list[str] | tuple[str, ...]) -> list:
             spec,
             schedule,
             id=f"{spec}-{schedule}",
-            marks=pytest.mark.slow if spec in QUICK_SCHEDULE_SPECS and schedule not in ("decode", "mixed") else (),
+            marks=pytest.mark.slow
+            if (spec in QUICK_SCHEDULE_SPECS and schedule not in ("decode", "mixed"))
+            or (spec in MIXED_ONLY_SPECS and schedule != "mixed")
+            else (),
         )
         for spec in specs
         for schedule in sorted(SCHEDULES)
@@ -124,11 +131,27 @@ def test_bf16_logits_match_transformers(target: Target, spec: str, schedule: str
     )
 
 
-GREEDY_SPECS = ("gemma2-softcap", "gemma3-local-rope", "phi3-longrope", "glm4-moe-grouped")
+GREEDY_SPECS = (
+    "gemma2-softcap",
+    "gemma3-local-rope",
+    "phi3-longrope",
+    "glm4-moe-grouped",
+    "deepseek-v3-mla",
+    "deepseek-v2-mla",
+)
 """Architectures whose greedy text is checked on every target (so it is identical across them)."""
+SLOW_GREEDY_SPECS = ("deepseek-v2-mla",)
+"""Left to the slow run (CI budget): DeepSeek-V3 covers MLA decoding by default."""
 
 
-@pytest.mark.parametrize("spec", [s for s in GREEDY_SPECS if s in SPEC_NAMES])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(s, marks=pytest.mark.slow if s in SLOW_GREEDY_SPECS else ())
+        for s in GREEDY_SPECS
+        if s in SPEC_NAMES
+    ],
+)
 @pytest.mark.parametrize("target", TARGETS, indirect=True)
 def test_greedy_generation_matches_transformers(target: Target, spec: str, checkpoints: CheckpointStore) -> None:
     """A prefill then decode steps, each token the argmax of the last: the same tokens as
@@ -185,6 +208,14 @@ VARIANT_BASELINES: dict[str, tuple[str, dict, bool]] = {
     "gemma3-window": ("gemma3-local-rope", {"layer_types": ["full_attention"] * 3}, True),
     "glm4-moe-groups": ("glm4-moe-grouped", {"n_group": 1, "topk_group": 1}, True),
     "glm4-moe-scaling": ("glm4-moe-grouped", {"routed_scaling_factor": 1.0}, True),
+    "deepseek-v2-yarn": ("deepseek-v2-mla", {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
+    "deepseek-v2-group-limited": ("deepseek-v2-mla", {"topk_method": "greedy"}, True),
+    "deepseek-v3-mscale": (
+        "deepseek-v3-mla",
+        {"rope_parameters": {**DEEPSEEK["rope_parameters"], "mscale_all_dim": 0.0}},
+        True,
+    ),
+    "deepseek-v3-groups": ("deepseek-v3-mla", {"n_group": 1, "topk_group": 1}, True),
     "phi3-longrope": (
         "phi3-longrope",
         {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},

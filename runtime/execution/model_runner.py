@@ -27,8 +27,7 @@ logger = logging.getLogger(__name__)
 def attention_backend_for(model: DecoderForCausalLM, platform: Platform, page_size: int = 1) -> AttentionBackend:
     """The bound attention backend, built for `model` (its rank's heads) on `platform`'s device,
     for a KV pool of `page_size`-token pages."""
-    heads, kv_heads = model.attention_heads
-    backend = ops.attention_backend(heads, kv_heads, model.config.head_dim, model.dtype, platform.device())
+    backend = model.build_attention_backend(platform.device())
     backend.page_size = page_size
     return backend
 

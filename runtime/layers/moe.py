@@ -1,5 +1,5 @@
-"""A sparse mixture-of-experts block: router (softmax top-k, or DeepSeek-V3's grouped sigmoid
-routing), stacked experts, an optional shared expert (gated as in Qwen2-MoE, or not).
+"""A sparse mixture-of-experts block: router (softmax top-k, DeepSeek-V2's group-limited softmax,
+or DeepSeek-V3's grouped sigmoid routing), stacked experts, an optional shared expert (gated as in Qwen2-MoE, or not).
 
 Under tensor parallelism every rank holds every expert, each split over its intermediate size
 (gate/up rows, down columns) as in a dense MLP; the router is replicated and the experts'
@@ -87,8 +87,7 @@ class SparseMoE(Module):
         super().__init__()
         moe = config.moe
         assert moe is not None, "SparseMoE needs a config with experts"
-        self.top_k = moe.top_k
-        self.renormalize = moe.renormalize
+        self.moe = moe
         self.activation = config.hidden_act
         gated_activation_op(config.hidden_act)
         self.gate: Module = (
@@ -105,10 +104,17 @@ class SparseMoE(Module):
                 self.shared_expert_gate = Linear(config.hidden_size, 1, bias=False, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        m = self.moe
         if isinstance(self.gate, GroupedRouter):
             weights, expert_ids = self.gate(x)
+        elif m.group_limited:
+            weights, expert_ids = ops.moe_route_group_limited(
+                self.gate(x), m.top_k, m.num_groups, m.topk_groups, m.renormalize, m.routed_scaling
+            )
         else:
-            weights, expert_ids = ops.moe_route(self.gate(x), self.top_k, "softmax", self.renormalize)
+            weights, expert_ids = ops.moe_route(self.gate(x), m.top_k, "softmax", m.renormalize)
+            if m.routed_scaling != 1.0:  # DeepSeek-V2's greedy routing scales; Mixtral and Qwen do not
+                weights = weights * m.routed_scaling
         experts = self.experts
         out = ops.moe_experts(x, experts.gate_up_proj, experts.down_proj, weights, expert_ids, self.activation)
         out = experts.group.comm.all_reduce(out)

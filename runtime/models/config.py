@@ -29,12 +29,34 @@ class MoEConfig:
     grouped: bool = False
     """DeepSeek-V3-style routing (`ops.moe_route_grouped`): sigmoid scores, `num_groups` expert
     groups of which `topk_groups` are searched, a selection bias, `routed_scaling`."""
+    group_limited: bool = False
+    """DeepSeek-V2's `group_limited_greedy` (`ops.moe_route_group_limited`): softmax scores,
+    searched among the `topk_groups` groups with the best single expert."""
     num_groups: int = 1
     topk_groups: int = 1
     routed_scaling: float = 1.0
+    """Routed experts' weights are multiplied by it (`routed_scaling_factor`), in every routing."""
 
     def is_moe_layer(self, layer_id: int) -> bool:
         return layer_id not in self.dense_layers and (layer_id + 1) % self.sparse_step == 0
+
+
+@dataclass(frozen=True)
+class MLAConfig:
+    """Multi-head latent attention's ranks and head dims (DeepSeek V2/V3)."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+    """Queries are projected through a normalized rank-`q_lora_rank` bottleneck when set."""
+    rope_interleaved: bool = True
+    """The rotary part rotates adjacent pairs (V2 always; V3 unless `rope_interleave` is false)."""
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,9 @@ class ModelConfig:
     `head_dim ** -0.5`."""
     attn_logit_softcap: float | None = None
     final_logit_softcap: float | None = None
+    mla: MLAConfig | None = None
+    """Set for multi-head latent attention; `head_dim` is then its rotary head dim (as transformers
+    sets it), which is what the rotary table covers."""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def sliding_window_for(self, layer_id: int) -> int | None:
@@ -92,13 +117,14 @@ class ModelConfig:
         rope_theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
         num_heads = raw["num_attention_heads"]
         eos = raw.get("eos_token_id")
+        mla = _mla_config(raw)
         return cls(
             architectures=tuple(raw.get("architectures") or ()),
             hidden_size=raw["hidden_size"],
             num_layers=raw["num_hidden_layers"],
             num_heads=num_heads,
             num_kv_heads=raw.get("num_key_value_heads") or num_heads,
-            head_dim=raw.get("head_dim") or raw["hidden_size"] // num_heads,
+            head_dim=mla.qk_rope_head_dim if mla else raw.get("head_dim") or raw["hidden_size"] // num_heads,
             intermediate_size=raw["intermediate_size"],
             vocab_size=raw["vocab_size"],
             rms_norm_eps=raw.get("rms_norm_eps", 1e-6),
@@ -117,8 +143,22 @@ class ModelConfig:
             query_pre_attn_scalar=raw.get("query_pre_attn_scalar"),
             attn_logit_softcap=raw.get("attn_logit_softcapping"),
             final_logit_softcap=raw.get("final_logit_softcapping"),
+            mla=mla,
             raw=raw,
         )
+
+
+def _mla_config(raw: dict[str, Any]) -> MLAConfig | None:
+    if not raw.get("kv_lora_rank"):
+        return None
+    return MLAConfig(
+        kv_lora_rank=raw["kv_lora_rank"],
+        qk_nope_head_dim=raw["qk_nope_head_dim"],
+        qk_rope_head_dim=raw["qk_rope_head_dim"],
+        v_head_dim=raw["v_head_dim"],
+        q_lora_rank=raw.get("q_lora_rank"),
+        rope_interleaved=raw.get("model_type") == "deepseek_v2" or bool(raw.get("rope_interleave", True)),
+    )
 
 
 def _rope_sections(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -166,24 +206,8 @@ def _moe_config(raw: dict[str, Any]) -> MoEConfig | None:
     if not num_experts:
         return None
     intermediate = raw.get("moe_intermediate_size") or raw["intermediate_size"]
-    if "n_routed_experts" in raw:  # DeepSeek V3 and GLM-4-MoE
-        topk_method = raw.get("topk_method", "noaux_tc")
-        routing = f"{raw.get('scoring_func', 'sigmoid')}/{topk_method}"
-        if routing != "sigmoid/noaux_tc":
-            raise ValueError(f"MoE routing {routing!r} is not supported (supported: 'sigmoid/noaux_tc')")
-        return MoEConfig(
-            num_experts=num_experts,
-            top_k=raw["num_experts_per_tok"],
-            intermediate_size=intermediate,
-            renormalize=bool(raw.get("norm_topk_prob", True)),
-            shared_expert_intermediate_size=intermediate * (raw.get("n_shared_experts") or 0),
-            shared_expert_gated=False,
-            dense_layers=tuple(range(raw.get("first_k_dense_replace") or 0)),
-            grouped=True,
-            num_groups=raw.get("n_group") or 1,
-            topk_groups=raw.get("topk_group") or 1,
-            routed_scaling=float(raw.get("routed_scaling_factor", 1.0)),
-        )
+    if "n_routed_experts" in raw:  # DeepSeek V2/V3 and GLM-4-MoE
+        return _deepseek_moe_config(raw, num_experts, intermediate)
     return MoEConfig(
         num_experts=num_experts,
         top_k=raw["num_experts_per_tok"],
@@ -193,4 +217,32 @@ def _moe_config(raw: dict[str, Any]) -> MoEConfig | None:
         shared_expert_intermediate_size=raw.get("shared_expert_intermediate_size") or 0,
         sparse_step=raw.get("decoder_sparse_step") or 1,
         dense_layers=tuple(raw.get("mlp_only_layers") or ()),
+    )
+
+
+_DEEPSEEK_ROUTINGS = ("sigmoid/noaux_tc", "softmax/group_limited_greedy", "softmax/greedy")
+
+
+def _deepseek_moe_config(raw: dict[str, Any], num_experts: int, intermediate: int) -> MoEConfig:
+    """V3 and GLM-4-MoE route by grouped sigmoid with a selection bias (`noaux_tc`); V2 by
+    softmax, greedy or group-limited. A config without `scoring_func` implies the one its
+    `topk_method` was defined with."""
+    topk_method = raw.get("topk_method") or "noaux_tc"
+    scoring = raw.get("scoring_func") or ("sigmoid" if topk_method == "noaux_tc" else "softmax")
+    routing = f"{scoring}/{topk_method}"
+    if routing not in _DEEPSEEK_ROUTINGS:
+        raise ValueError(f"MoE routing {routing!r} is not supported (supported: {', '.join(_DEEPSEEK_ROUTINGS)})")
+    return MoEConfig(
+        num_experts=num_experts,
+        top_k=raw["num_experts_per_tok"],
+        intermediate_size=intermediate,
+        renormalize=bool(raw.get("norm_topk_prob", topk_method == "noaux_tc")),
+        shared_expert_intermediate_size=intermediate * (raw.get("n_shared_experts") or 0),
+        shared_expert_gated=False,
+        dense_layers=tuple(range(raw.get("first_k_dense_replace") or 0)),
+        grouped=topk_method == "noaux_tc",
+        group_limited=topk_method == "group_limited_greedy",
+        num_groups=raw.get("n_group") or 1,
+        topk_groups=raw.get("topk_group") or 1,
+        routed_scaling=float(raw.get("routed_scaling_factor", 1.0)),
     )

@@ -2,7 +2,7 @@
 
 Architectures differ in declared facts (`DecoderTraits`: q/k norm, Gemma's norms and embedding
 scale; checkpoint renames) and in what the config says (QKV bias, sliding windows, soft-caps,
-experts); the computation is written once here and calls only
+experts, latent attention's ranks); the computation is written once here and calls only
 `sglang.ops` and the attention backend in the forward context. The forward reads no tensor
 values into Python and has no data-dependent shapes, so it also runs under JAX's jit.
 """
@@ -17,9 +17,12 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from sglang import ops
+from sglang.ops.attention import AttentionBackend
 from sglang.ops.rotary import RotaryTable
 from sglang.ops.step import ForwardContext
 from sglang.runtime.layers.attention import SelfAttention
+from sglang.runtime.layers.mla import LatentAttention
 from sglang.runtime.layers.mlp import GatedMLP
 from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.moe import SparseMoE
@@ -37,7 +40,9 @@ class DecoderLayer(Module):
         super().__init__()
         norm = functools.partial(RMSNorm, config.hidden_size, config.rms_norm_eps, dtype, traits.norm_unit_offset)
         self.input_layernorm = norm()
-        self.self_attn = SelfAttention(config, layer_id, traits, dtype)
+        self.self_attn: Module = (
+            LatentAttention(config, layer_id, dtype) if config.mla else SelfAttention(config, layer_id, traits, dtype)
+        )
         self.post_attention_layernorm = norm()
         """The MLP's input norm, fused with the residual add."""
         self.attention_output_norm = norm() if traits.sandwich_norms else None
@@ -155,6 +160,12 @@ class DecoderForCausalLM(Module):
         """(query heads, KV heads) this rank's attention computes (all of them without tensor parallelism)."""
         attention = self.model.layers[0].self_attn
         return attention.num_heads, attention.num_kv_heads
+
+    def build_attention_backend(self, device: torch.device) -> AttentionBackend:
+        """The bound attention backend for this model's attention kind and this rank's heads: the
+        K/V backend here; a model whose layers attend otherwise builds its own kind's."""
+        heads, kv_heads = self.attention_heads
+        return ops.attention_backend(heads, kv_heads, self.config.head_dim, self.dtype, device)
 
     def checkpoint_read(self, name: str) -> Index | None:
         """The slice of checkpoint tensor `name` this rank holds, or None for all of it."""

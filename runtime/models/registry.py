@@ -15,6 +15,8 @@ ARCHITECTURES: dict[str, str] = {
     "Gemma3ForCausalLM": "sglang.runtime.models.gemma:Gemma3ForCausalLM",
     "Phi3ForCausalLM": "sglang.runtime.models.phi:Phi3ForCausalLM",
     "Glm4MoeForCausalLM": "sglang.runtime.models.glm:Glm4MoeForCausalLM",
+    "DeepseekV2ForCausalLM": "sglang.runtime.models.deepseek:DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM": "sglang.runtime.models.deepseek:DeepseekV3ForCausalLM",
     "MixtralForCausalLM": "sglang.runtime.models.mixture:MixtralForCausalLM",
     "Qwen2MoeForCausalLM": "sglang.runtime.models.mixture:Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM": "sglang.runtime.models.mixture:Qwen3MoeForCausalLM",

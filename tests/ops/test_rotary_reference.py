@@ -132,5 +132,7 @@ def test_scaling_config_parsing() -> None:
     assert RopeScaling.from_config(None) == RopeScaling()
     legacy = RopeScaling.from_config({"type": "linear", "factor": 2})
     assert (legacy.kind, legacy.factor) == ("linear", 2.0)
-    with pytest.raises(ValueError, match=r"yarn.*supported: default, linear, dynamic, llama3"):
-        RopeScaling.from_config({"rope_type": "yarn", "factor": 4.0})
+    with pytest.raises(ValueError, match=r"'su'.*supported: default, linear, dynamic, llama3, longrope, yarn"):
+        RopeScaling.from_config({"rope_type": "su", "factor": 4.0})
+    yarn = RopeScaling.from_config({"rope_type": "yarn", "factor": 4.0, "mscale": 1.0, "mscale_all_dim": 0.8})
+    assert yarn.kind == "yarn" and yarn.softmax_scale_factor > 1.0 and yarn.attention_factor != 1.0

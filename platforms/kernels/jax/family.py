@@ -13,7 +13,8 @@ _JAX = ("jax", "torchax")
 
 FAMILY = KernelFamily(
     name="jax",
-    description="jax.numpy ragged paged attention (tpu-inference's contract), multi-LoRA; Pallas on a TPU",
+    description="jax.numpy ragged paged attention (tpu-inference's contract) and absorbed MLA on it, multi-LoRA; "
+    "Pallas on a TPU",
     candidates=(
         Candidate(
             "attention_backend",
@@ -23,6 +24,7 @@ FAMILY = KernelFamily(
             priority=1,
         ),
         Candidate("attention_backend", "jax", f"{_HERE}.attention:RaggedPagedAttention", Requirements(packages=_JAX)),
+        Candidate("mla_backend", "jax", f"{_HERE}.mla:RaggedAbsorbedMLA", Requirements(packages=_JAX)),
         Candidate("lora_shrink", "jax", f"{_HERE}.lora:lora_shrink", Requirements(packages=_JAX)),
         Candidate("lora_expand", "jax", f"{_HERE}.lora:lora_expand", Requirements(packages=_JAX)),
     ),

@@ -12,9 +12,11 @@ _HERE = "sglang.platforms.kernels.torch_native"
 
 FAMILY = KernelFamily(
     name="torch_native",
-    description="torch's fused kernels (SDPA attention, RMSNorm), a sparse MoE, multi-LoRA GEMMs; any torch device",
+    description="torch's fused kernels (SDPA attention, absorbed MLA, RMSNorm), a sparse MoE, multi-LoRA GEMMs; any "
+    "torch device",
     candidates=(
         Candidate("attention_backend", "torch_native", f"{_HERE}.attention:SdpaAttention"),
+        Candidate("mla_backend", "torch_native", f"{_HERE}.mla:AbsorbedMLA"),
         Candidate("rms_norm", "torch_native", f"{_HERE}.norm:rms_norm"),
         Candidate("fused_add_rms_norm", "torch_native", f"{_HERE}.norm:fused_add_rms_norm"),
         Candidate("moe_experts", "torch_native", f"{_HERE}.moe:moe_experts"),
