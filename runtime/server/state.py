@@ -38,6 +38,15 @@ class ServerState:
             self.manager.finish_observers.append(self.extras["metrics"].observe_finished)
         return self.extras["metrics"]
 
+    def decode_ids(self, ids: list[int], param: str, **options: Any) -> str:
+        """The text of token ids a client sent; ApiError (400, naming `param`) for an id outside
+        the vocabulary, which the tokenizer would otherwise fail on (an id past int64 overflows)."""
+        vocab = self.info.vocab_size
+        bad = next((t for t in ids if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise ApiError(400, f"token id {bad} is outside the vocabulary [0, {vocab})", param)
+        return self.tokenizer.decode(ids, **options)
+
     def check_model(self, requested: str | None) -> str | None:
         """The LoRA adapter `requested` names (`<base>:<adapter>`, upstream's form), else None;
         404 for a model name this server does not serve, 400 for an adapter it has not loaded.

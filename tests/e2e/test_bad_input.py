@@ -122,6 +122,8 @@ OUT_OF_RANGE = [
     (COMPLETIONS, {"logprobs": 21}, "logprobs"),
     (COMPLETIONS, {"max_tokens": -1}, "max_tokens"),
     (COMPLETIONS, {"temperature": -0.5}, "temperature"),
+    # `echo` detokenizes the prompt before generation; an id past int64 once overflowed there (500).
+    (COMPLETIONS, {"prompt": [2**70, 5], "echo": True}, "prompt"),
     (GENERATE, {"sampling_params": {"max_new_tokens": -1}}, "max_new_tokens"),
     (GENERATE, {"sampling_params": {"top_p": 2}}, "top_p"),
     (GENERATE, {"sampling_params": {"min_p": 1.5}}, "min_p"),

@@ -184,7 +184,7 @@ async def generate(request: Request) -> Response:
         plan: Any = chat_plan(converted, state.tokenizer, _template(state), _thinking_parser(state, body.think))
         reasoning = plan.reasoning
     else:
-        plan = completion_plan(converted, state.tokenizer.decode)
+        plan = completion_plan(converted, lambda ids: state.decode_ids(ids, "prompt"))
     plan.input.lora_path = adapter
     plan.input.trace_context = trace_headers(request.headers)
     return await _respond(state, body.model, plan.input, plan.names, body.stream, False, None, reasoning)

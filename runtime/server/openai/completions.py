@@ -157,7 +157,7 @@ class CompletionChunker(Chunker):
 async def create_completion(body: CompletionRequest, request: Request) -> Response:
     state = server_state(request)
     adapter = state.check_model(body.model)
-    plan = completion_plan(body, state.tokenizer.decode)
+    plan = completion_plan(body, lambda ids: state.decode_ids(ids, "prompt"))
     plan.input.lora_path = adapter
     plan.input.trace_context = trace_headers(request.headers)
     header = ResponseHeader.new("cmpl", state.model_name)

@@ -86,12 +86,7 @@ def detokenize(body: DetokenizeRequest, state: ServerState) -> dict[str, Any]:
     """Raises ApiError (400) for an id outside the vocabulary, naming it."""
     batch = bool(body.tokens) and isinstance(body.tokens[0], list)
     lists: list[list[int]] = body.tokens if batch else [body.tokens]  # type: ignore[assignment,list-item]
-    vocab = state.info.vocab_size
-    for ids in lists:
-        bad = next((t for t in ids if not 0 <= t < vocab), None)
-        if bad is not None:
-            raise ApiError(400, f"token id {bad} is outside the vocabulary [0, {vocab})", "tokens")
-    texts = [state.tokenizer.decode(ids, skip_special_tokens=body.skip_special_tokens) for ids in lists]
+    texts = [state.decode_ids(ids, "tokens", skip_special_tokens=body.skip_special_tokens) for ids in lists]
     return {"text": texts if batch else texts[0]}
 
 
