@@ -68,7 +68,7 @@ def greedy(runner: ModelRunner, prompts: list[list[int]]) -> list[list[int]]:
     ("compiled", "traceable"),
     [
         pytest.param(False, True, id="traced"),
-        pytest.param(False, False, id="torch-without-jit-trace"),
+        pytest.param(False, False, id="torch-without-jit-trace", marks=pytest.mark.slow),
         pytest.param(True, True, id="compiled", marks=pytest.mark.slow),
     ],
 )
