@@ -15,11 +15,15 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import torch
 
+from sglang.ci.suites import paged_attention_cases as pac
+from sglang.ci.suites.devices import assert_close
 from sglang.ops.attention import AttentionInputs, AttentionLayer, ReferenceAttention
+from sglang.ops.binding import load
 
 
 class ContractError(AssertionError):
@@ -115,3 +119,32 @@ def reference_attention(
 
 def layer_from(scale: float, window: int | None, softcap: float | None) -> AttentionLayer:
     return AttentionLayer(layer_id=0, scale=scale, sliding_window=window, logit_softcap=softcap or None)
+
+
+def run_paged_attention(
+    monkeypatch: pytest.MonkeyPatch,
+    standin: types.ModuleType,
+    package: str,
+    candidate: Any,
+    scenario: str,
+    layer: str,
+    page_size: int,
+    seed: int,
+) -> Recorder:
+    """Runs a paged-attention scenario through `candidate`'s adapter at `page_size` (whatever its
+    family declares) on `standin`'s recording vendor module, checks it against the reference,
+    and returns the calls it made."""
+    recorder = Recorder()
+    built = pac.build(scenario, layer, page_size, torch.bfloat16, torch.Generator().manual_seed(seed))
+    with installed(monkeypatch, standin.build(recorder), package):
+        backend_cls = load(candidate)
+
+        def paged(*args: Any) -> Any:
+            backend = backend_cls(*args)
+            backend.page_size = page_size
+            return backend
+
+        first, second, _ = pac.run(paged, built)
+    expected = pac.run(ReferenceAttention, built)
+    assert_close((first, second), expected[:2], torch.bfloat16, "attention")
+    return recorder

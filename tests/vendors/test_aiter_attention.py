@@ -12,15 +12,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sglang.ci.suites import paged_attention_cases as pac
-from sglang.ci.suites.devices import assert_close
-from sglang.ops.attention import ReferenceAttention
-from sglang.ops.binding import load
 from sglang.ops.selection import SelectionContext, ineligibility
 from sglang.platforms.kernels.registry import family
 
 from . import aiter_standin
-from .standin import ContractError, Recorder, installed
+from .standin import ContractError, Recorder, run_paged_attention
 
 PACKAGE = "sglang.platforms.kernels.aiter"
 CANDIDATE = next(c for c in family("aiter").candidates if c.op == "attention_backend")
@@ -29,20 +25,7 @@ CANDIDATE = next(c for c in family("aiter").candidates if c.op == "attention_bac
 def _run_decode(monkeypatch, page_size: int, layer: str = "gqa_d64") -> Recorder:
     """Runs the decode scenario through the adapter at `page_size`, whatever the family
     declares, and checks it against the reference."""
-    recorder = Recorder()
-    built = pac.build("decode", layer, page_size, torch.bfloat16, torch.Generator().manual_seed(5))
-    with installed(monkeypatch, aiter_standin.build(recorder), PACKAGE):
-        backend_cls = load(CANDIDATE)
-
-        def paged(*args):
-            backend = backend_cls(*args)
-            backend.page_size = page_size
-            return backend
-
-        first, second, _ = pac.run(paged, built)
-    expected = pac.run(ReferenceAttention, built)
-    assert_close((first, second), expected[:2], torch.bfloat16, "attention")
-    return recorder
+    return run_paged_attention(monkeypatch, aiter_standin, PACKAGE, CANDIDATE, "decode", layer, page_size, seed=5)
 
 
 @pytest.mark.parametrize("page_size", [64, 128])

@@ -19,13 +19,12 @@ import torch
 
 from sglang.ci.suites import paged_attention_cases as pac
 from sglang.ci.suites.devices import assert_close
-from sglang.ops.attention import ReferenceAttention
 from sglang.ops.binding import load
 from sglang.ops.selection import SelectionContext, ineligibility
 from sglang.platforms.kernels.registry import family
 
 from . import torch_npu_standin
-from .standin import ContractError, Recorder, installed
+from .standin import ContractError, Recorder, installed, run_paged_attention
 
 PACKAGE = "sglang.platforms.kernels.torch_npu"
 ATTENTION = next(c for c in family("torch_npu").candidates if c.op == "attention_backend")
@@ -42,20 +41,7 @@ split matters (mixed steps, windowed decodes); real shapes at larger pages."""
 
 
 def _run(monkeypatch, scenario: str, layer: str, page_size: int) -> Recorder:
-    recorder = Recorder()
-    built = pac.build(scenario, layer, page_size, torch.bfloat16, torch.Generator().manual_seed(11))
-    with installed(monkeypatch, torch_npu_standin.build(recorder), PACKAGE):
-        backend_cls = load(ATTENTION)
-
-        def paged(*args):
-            backend = backend_cls(*args)
-            backend.page_size = page_size
-            return backend
-
-        first, second, _ = pac.run(paged, built)
-    expected = pac.run(ReferenceAttention, built)
-    assert_close((first, second), expected[:2], torch.bfloat16, "attention")
-    return recorder
+    return run_paged_attention(monkeypatch, torch_npu_standin, PACKAGE, ATTENTION, scenario, layer, page_size, seed=11)
 
 
 @pytest.mark.parametrize(
