@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
@@ -28,6 +28,7 @@ EXAMPLES = int(os.environ.get("SGLANG_SCHEMA_FUZZ_EXAMPLES") or 5)
 SLOW_EXAMPLES = 60
 CALL_TIMEOUT_S = 60
 CAPPED = {"max_new_tokens": 2, "max_tokens": 2, "max_completion_tokens": 2, "n": 2, "min_new_tokens": 0}
+OLLAMA_GENERATION = ("/api/generate", "/api/chat")
 OUTPUT_CAPS = ("max_tokens", "max_completion_tokens")
 """An OpenAI body with either set (and capped) has a short output; one with neither gets one."""
 STATUSES: Counter[tuple[str, int]] = Counter()
@@ -62,6 +63,12 @@ def _cheap(path: str, body: Any) -> Any:
                 one["max_new_tokens"] = 2
     elif path in ("/v1/completions", "/v1/chat/completions") and all(body.get(k) is None for k in OUTPUT_CAPS):
         body["max_tokens"] = 2
+    elif path in OLLAMA_GENERATION:
+        # Ollama's default (and any negative num_predict) is no limit: up to the context.
+        options = body.setdefault("options", {})
+        if isinstance(options, dict) and not isinstance(options.get("num_predict", 2), (str, bool, float)):
+            predict = options.get("num_predict")
+            options["num_predict"] = 2 if predict is None or not 0 <= predict <= 2 else predict
     return body
 
 
@@ -83,7 +90,14 @@ def _call_and_check(case: Any, server: RunningServer, statuses: Counter[tuple[st
 
 # Derandomized: the same cases every run, so the default run's few examples per operation reach
 # generation (checked below) every time rather than by luck.
-SETTINGS = settings(deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+# No shrinking: a failing case is reported as drawn (shrinking a timeout costs a timeout a try).
+SETTINGS = settings(
+    deadline=None,
+    database=None,
+    derandomize=True,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=list(HealthCheck),
+)
 
 
 def _fuzz(server: RunningServer, examples: int) -> None:
