@@ -4,7 +4,7 @@ hang (every call has a client timeout). The published schemas are the real ones 
 and `/abort_request`'s included), so generated bodies reach generation, not only validation.
 
 Generation stays cheap whatever is drawn: before a call, any output length or sample count in
-the body is capped at 2 (as in test_fuzz.py). The default run sends a bounded number of cases
+the body is capped at 2 (as in test_fuzz.py) and any list at 4 items. The default run sends a bounded number of cases
 per operation; `$SGLANG_SCHEMA_FUZZ_EXAMPLES` or the slow variant send more.
 """
 
@@ -26,8 +26,9 @@ from sglang.ci.servers import RunningServer
 EXAMPLES = int(os.environ.get("SGLANG_SCHEMA_FUZZ_EXAMPLES") or 5)
 """Per operation in the default run."""
 SLOW_EXAMPLES = 60
-CALL_TIMEOUT_S = 60
+CALL_TIMEOUT_S = 120
 CAPPED = {"max_new_tokens": 2, "max_tokens": 2, "max_completion_tokens": 2, "n": 2, "min_new_tokens": 0}
+MAX_ITEMS = 4
 OLLAMA_GENERATION = ("/api/generate", "/api/chat")
 OUTPUT_CAPS = ("max_tokens", "max_completion_tokens")
 """An OpenAI body with either set (and capped) has a short output; one with neither gets one."""
@@ -35,9 +36,11 @@ STATUSES: Counter[tuple[str, int]] = Counter()
 
 
 def _capped(value: Any) -> Any:
-    """`value` with every output length and sample count above the cap lowered to it."""
+    """`value` with every output length and sample count above the cap lowered to it, and every
+    list cut to `MAX_ITEMS` (a chat of many tool calls in escaped Unicode is thousands of prompt
+    tokens: a minute of prefill on the shared server's one thread)."""
     if isinstance(value, list):
-        return [_capped(v) for v in value]
+        return [_capped(v) for v in value[:MAX_ITEMS]]
     if not isinstance(value, dict):
         return value
     out = {}
