@@ -46,7 +46,8 @@ def _capped(value: Any) -> Any:
     out = {}
     for key, item in value.items():
         cap = CAPPED.get(key)
-        big = cap is not None and isinstance(item, int) and not isinstance(item, bool) and item > cap
+        # An integral float (6000.0) counts too: the lenient int fields of the OpenAI models take it.
+        big = cap is not None and isinstance(item, (int, float)) and not isinstance(item, bool) and item > cap
         out[key] = cap if big else _capped(item)
     return out
 
