@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.loader.tokenizer import import_tokenizer_code_in_background, load_tokenizer
 from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus, LoadLoraAdapter, UnloadLoraAdapter
 from sglang.runtime.processes.launch import Children, launch_children
@@ -35,6 +35,7 @@ class Engine:
         from pathlib import Path
 
         self.server_args = ServerArgs(model_path=model_path, device=device, **server_args)
+        import_tokenizer_code_in_background()
         self.children: Children = launch_children(self.server_args)
         self.info = self.children.info
         self.tokenizer = load_tokenizer(Path(self.info.tokenizer_path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import sys
@@ -22,3 +23,12 @@ def _exit_once(signum: int, frame: object) -> None:
     # "Exception ignored ... SystemExit: 0" tracebacks.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(0)
+
+
+def run_entry_point(entry_point: str, *args: object) -> None:
+    """Runs `entry_point` ("package.module:function") with `args`: the target of every spawned
+    child. The parent names the function instead of importing it, so it never imports what only
+    a child runs (the scheduler's model code, xgrammar); each child imports its own entry point
+    anyway, and the parent's import of it delayed every child's start."""
+    module, _, function = entry_point.partition(":")
+    getattr(importlib.import_module(module), function)(*args)

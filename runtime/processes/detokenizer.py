@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +108,21 @@ class Detokenizer:
 
 
 def run_detokenizer_process(
-    tokenizer_path: str, endpoints: ipc.Endpoints, log_level: str, trace: TraceConfig | None = None
+    tokenizer_folder: Connection, endpoints: ipc.Endpoints, log_level: str, trace: TraceConfig | None = None
 ) -> None:
+    """Starts beside the scheduler: imports the tokenizer's code while the model loads, then waits
+    for the tokenizer's folder on `tokenizer_folder` (closed unsent when the start failed)."""
     init_child_process("detokenizer", log_level)
-    from sglang.runtime.loader.tokenizer import load_tokenizer
+    from sglang.runtime.loader.tokenizer import import_tokenizer_code, load_tokenizer
 
+    import_tokenizer_code()
+    try:
+        folder = tokenizer_folder.recv()
+    except EOFError:
+        return
     tracer = StageTracer.start(trace)
     spans = None if tracer is None else DetokenizeSpans(tracer)
-    detokenizer = Detokenizer(load_tokenizer(Path(tokenizer_path)), spans)
+    detokenizer = Detokenizer(load_tokenizer(Path(folder)), spans)
     ctx = zmq.Context()
     inbox = ipc.pull(ctx, endpoints.detokenizer)
     outbox = ipc.push(ctx, endpoints.tokenizer)

@@ -2,7 +2,10 @@
 this node's other ranks) and watching them.
 
 Children start with the `spawn` method: the parent may already hold threads (an event loop,
-torch's pools) that `fork` would copy in a broken state.
+torch's pools) that `fork` would copy in a broken state. Each child runs `run_entry_point`, so the
+parent imports none of the children's code; and the detokenizer starts beside the scheduler and
+waits for the tokenizer's folder (known once the model is resolved), so its imports overlap the
+model's loading instead of following it.
 """
 
 from __future__ import annotations
@@ -21,16 +24,18 @@ from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
 from multiprocessing.sharedctypes import Synchronized
 
-from sglang.runtime.distributed.follower import run_follower_process
 from sglang.runtime.distributed.placement import RankPlacement, node_placements
 from sglang.runtime.processes import ipc
-from sglang.runtime.processes.detokenizer import run_detokenizer_process
+from sglang.runtime.processes.child_setup import run_entry_point
 from sglang.runtime.processes.messages import ReadyInfo, ReadyReport, StartupFailure
 from sglang.runtime.processes.step_monitor import StepMonitor
-from sglang.runtime.scheduler.process import run_scheduler_process
 from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
+
+SCHEDULER = "sglang.runtime.scheduler.process:run_scheduler_process"
+FOLLOWER = "sglang.runtime.distributed.follower:run_follower_process"
+DETOKENIZER = "sglang.runtime.processes.detokenizer:run_detokenizer_process"
 
 
 class EngineStartError(RuntimeError):
@@ -115,7 +120,10 @@ def start_followers(
     for placement in placements:
         parent_end, child_end = ctx.Pipe(duplex=False)
         process = ctx.Process(
-            target=run_follower_process, args=(args, placement, child_end), name=f"sglang-{placement.name}", daemon=True
+            target=run_entry_point,
+            args=(FOLLOWER, args, placement, child_end),
+            name=f"sglang-{placement.name}",
+            daemon=True,
         )
         _start(process)
         child_end.close()
@@ -172,30 +180,36 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
     parent_end, child_end = ctx.Pipe(duplex=False)
     step_clock = ctx.Value("d", 0.0, lock=False)
     scheduler = ctx.Process(
-        target=run_scheduler_process,
-        args=(args, endpoints, child_end, step_clock, placements[0] if placements else None),
+        target=run_entry_point,
+        args=(SCHEDULER, args, endpoints, child_end, step_clock, placements[0] if placements else None),
         name="sglang-scheduler",
         daemon=True,
     )
     _start(scheduler)
     child_end.close()
     followers = start_followers(ctx, args, placements[1:])
-    try:
-        info = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0].info
-    except BaseException:
-        # Ctrl-C (or any error here) while the model loads: a child busy in native code would
-        # not see a SIGTERM soon, and nothing else would reap it.
-        for process in (scheduler, *(process for process, _ in followers)):
-            if process.is_alive():
-                process.kill()
-            process.join(5)
-        raise
-    assert info is not None, "the scheduler's report carries its ReadyInfo"
+    folder_for_child, folder_sender = ctx.Pipe(duplex=False)
     detokenizer = ctx.Process(
-        target=run_detokenizer_process,
-        args=(info.tokenizer_path, endpoints, args.log_level, args.trace_config("detokenizer")),
+        target=run_entry_point,
+        args=(DETOKENIZER, folder_for_child, endpoints, args.log_level, args.trace_config("detokenizer")),
         name="sglang-detokenizer",
         daemon=True,
     )
     _start(detokenizer)
-    return Children(endpoints, info, [scheduler, detokenizer, *(process for process, _ in followers)], step_clock)
+    folder_for_child.close()
+    processes = [scheduler, detokenizer, *(process for process, _ in followers)]
+    try:
+        info = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0].info
+        assert info is not None, "the scheduler's report carries its ReadyInfo"
+        folder_sender.send(info.tokenizer_path)
+    except BaseException:
+        # Ctrl-C (or any error here) while the model loads: a child busy in native code would
+        # not see a SIGTERM soon, and nothing else would reap it.
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+            process.join(5)
+        raise
+    finally:
+        folder_sender.close()
+    return Children(endpoints, info, processes, step_clock)

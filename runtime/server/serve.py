@@ -15,7 +15,7 @@ from pathlib import Path
 
 import uvicorn
 
-from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.loader.tokenizer import import_tokenizer_code_in_background, load_tokenizer
 from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
@@ -135,6 +135,7 @@ def serve(args: ServerArgs) -> int:
         from sglang.runtime.distributed.node import serve_follower_node
 
         return serve_follower_node(args)
+    import_tokenizer_code_in_background()
     children = launch_children(args)
     try:
         if args.chat_template is not None:
