@@ -18,6 +18,8 @@ import torch
 
 from sglang.runtime.memory.hierarchical_cache import HierarchicalCache
 from sglang.runtime.memory.page_store import FilePageStore
+from sglang.runtime.observability.metrics import ServerMetrics
+from sglang.runtime.scheduler.process import scheduler_status
 from sglang.runtime.scheduler.scheduler import Scheduler
 
 from .runtime_harness import Outcome, Runtime, corpus_ids, make_request, model_threads
@@ -94,6 +96,13 @@ def test_a_prefix_evicted_from_the_pool_comes_back_from_host_identical(rt: Runti
     reloaded = io.read(scheduler.cache.match_prefix(prompt(rt, 0)).slots[:PREFIX])
     assert torch.equal(reloaded.view(torch.uint8), kv.view(torch.uint8))
     assert scheduler.stats["host_hit_tokens"] == details["host"]
+    # Per tier, the counters add up to cached_tokens, and /metrics reports them under those names.
+    status = scheduler_status(scheduler)
+    tiers = {name: getattr(status, f"{name}_hit_tokens") for name in ("device", "host", "storage")}
+    assert sum(tiers.values()) == status.cached_tokens and status.host_tokens > 0
+    text = ServerMetrics("m").render(status).decode()
+    for name, hits in tiers.items():
+        assert f'sglang_cache_hit_tokens{{tier="{name}"}} {float(hits)}' in text
     assert_no_leak(scheduler)
 
 
