@@ -37,14 +37,10 @@ class RequestHandover:
         """A finished (or aborted) request hands over its KV. Its whole pages are cached,
         duplicates of what another request cached meanwhile and the partial last page are freed,
         and its lock is released. Afterwards the request owns no slot."""
-        if len(token_ids) != len(slots):
-            raise ValueError(f"{len(token_ids)} tokens but {len(slots)} slots")
         if self.disable:
             free_fn(slots[match.num_cached :])
             return
-        aligned = len(token_ids) - len(token_ids) % self.page_size
-        present = self.insert(token_ids[:aligned], slots[:aligned], priority)
-        free_fn(slots[match.num_cached : present])
+        aligned = self._adopt_pages(token_ids, slots, match, free_fn, priority)
         free_fn(slots[aligned:])
         self.dec_lock_ref(match.last_node)
 
@@ -59,14 +55,22 @@ class RequestHandover:
         """Caches a running request's whole pages so others can share them (chunked prefill).
         Returns its new match (locked in place of the old one) and its slots, where any slot that
         duplicated the tree's (freed here) is replaced by the tree's."""
-        if len(token_ids) != len(slots):
-            raise ValueError(f"{len(token_ids)} tokens but {len(slots)} slots")
         if self.disable:
             return match, slots
-        aligned = len(token_ids) - len(token_ids) % self.page_size
-        present = self.insert(token_ids[:aligned], slots[:aligned], priority)
-        free_fn(slots[match.num_cached : present])
+        aligned = self._adopt_pages(token_ids, slots, match, free_fn, priority)
         new_match = self.match_prefix(token_ids[:aligned])
         self.inc_lock_ref(new_match.last_node)
         self.dec_lock_ref(match.last_node)
         return new_match, torch.cat([new_match.slots, slots[aligned:]])
+
+    def _adopt_pages(
+        self, token_ids: Sequence[int], slots: torch.Tensor, match: MatchResult, free_fn: FreeFn, priority: int
+    ) -> int:
+        """Caches the request's whole pages and frees its slots that duplicate the tree's (past
+        its own match); returns how many tokens the whole pages hold."""
+        if len(token_ids) != len(slots):
+            raise ValueError(f"{len(token_ids)} tokens but {len(slots)} slots")
+        aligned = len(token_ids) - len(token_ids) % self.page_size
+        present = self.insert(token_ids[:aligned], slots[:aligned], priority)
+        free_fn(slots[match.num_cached : present])
+        return aligned
