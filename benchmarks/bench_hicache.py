@@ -11,16 +11,16 @@ with the storage tier than recomputing.
 
     .venv/bin/python benchmarks/bench_hicache.py [--requests 32] [--kv-tokens 4096] [--threads 2]
 
-`--tiers`: instead, the time to first token of one long (~1000-token) prefix served from each
+`--tiers`: instead, the time to first token of one long (~900-token) prompt served from each
 source, interleaved round by round so that every source sees the same machine load: `recompute`
-(a prefix never seen), `host` (the same prefix again after `/flush_cache` emptied the device pool:
-it comes back from the host tier) and `storage` (the same prefix sent to a second server, started
-with `--hicache-ratio 0` on the same storage folder, that has never seen it: it is read from
-disk, `wait_complete`). One new token per request, so the time is the TTFT; each sample's
-`cached_tokens_details` is checked to come from the tier it is filed under. The load average is
-printed before and after.
+(a prompt never seen), `host` (the same prompt again after another one of the same length evicted
+it from a pool too small for both, `--kv-tokens`, 1536 by default: it comes back from the host
+tier) and `storage` (the same prompt sent to a second server, started with `--hicache-ratio 0` on
+the same storage folder, that has never seen it: it is read from disk, `wait_complete`). One new
+token per request, so the time is the TTFT; each sample's `cached_tokens_details` is checked to
+come from the tier it is filed under. The load average is printed before and after.
 
-    .venv/bin/python benchmarks/bench_hicache.py --tiers [--rounds 5] [--threads 2]
+    .venv/bin/python benchmarks/bench_hicache.py --tiers [--rounds 5] [--threads 2] [--kv-tokens 1536]
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def serve_round(flags: list[str], env: dict[str, str], prompts: list, log_dir: P
 
 STORAGE_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 TIERS = ("recompute", "host", "storage")
+TIERS_KV_TOKENS = 1536
+"""`--tiers`' pool unless `--kv-tokens` says otherwise: room for one of its prompts, not two."""
 
 
 def first_token(url: str, prompt: str) -> tuple[float, dict[str, Any]]:
@@ -73,10 +75,11 @@ def first_token(url: str, prompt: str) -> tuple[float, dict[str, Any]]:
 
 def tier_rounds(args: argparse.Namespace) -> None:
     """The `--tiers` benchmark (see the module docstring)."""
-    flags = ["--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
+    flags = ["--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens or TIERS_KV_TOKENS)]
     flags += ["--enable-hierarchical-cache", "--hicache-storage-backend", "file"]
     flags += ["--hicache-storage-prefetch-policy", "wait_complete"]
     samples: dict[str, list[float]] = {tier: [] for tier in TIERS}
+    cached: dict[str, list[int]] = {tier: [] for tier in TIERS}  # tokens from the tier named
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-hicache-") as storage:
         env = {STORAGE_ENV: storage}
@@ -84,10 +87,15 @@ def tier_rounds(args: argparse.Namespace) -> None:
         storage_spec = our_server("bench-hicache-storage", [*flags, "--hicache-ratio", "0"], env)
         with started_server(host_spec, args.log_dir) as host, started_server(storage_spec, args.log_dir) as disk:
             for round_ in range(args.rounds + 1):  # round 0 warms both servers up, unmeasured
-                prompt = shared_prefix_prompts(1, random.Random(args.seed * 1000 + round_))[0].prompt
+                prompt, evictor = (
+                    shared_prefix_prompts(1, random.Random(args.seed * 1000 + 2 * round_ + i))[0].prompt
+                    for i in range(2)
+                )
                 for tier in TIERS:
-                    if tier == "host":
-                        httpx.get(f"{host}/flush_cache", timeout=60).raise_for_status()
+                    if tier == "host":  # another prompt takes the pool: ours is evicted to the host tier
+                        _, details = first_token(host, evictor)
+                        if details["host"] or details["storage"]:
+                            raise SystemExit(f"round {round_}: the evicting prompt was cached: {details}")
                     if tier == "storage":
                         time.sleep(1.0)  # the host server's writer thread puts the blocks on disk
                     elapsed, details = first_token(disk if tier == "storage" else host, prompt)
@@ -96,22 +104,23 @@ def tier_rounds(args: argparse.Namespace) -> None:
                         raise SystemExit(f"round {round_}: {tier} sample served as {details}")
                     if round_:
                         samples[tier].append(elapsed)
+                        cached[tier].append(from_tier)
                 print(f"round {round_}: " + ", ".join(f"{t} {samples[t][-1] * 1000:.0f} ms" for t in TIERS if round_))
     load_after = os.getloadavg()
     print(f"\nload average (1, 5, 15 min) before: {load_before}, after: {load_after}")
-    print("\n| source | mean TTFT, ms | median TTFT, ms | vs recompute |\n|---|---|---|---|")
+    print("\n| source | tokens from it | mean TTFT, ms | median TTFT, ms | vs recompute |\n|---|---|---|---|---|")
     recompute = statistics.mean(samples["recompute"])
     for tier in TIERS:
-        mean = statistics.mean(samples[tier])
-        print(
-            f"| {tier} | {mean * 1000:.0f} | {statistics.median(samples[tier]) * 1000:.0f} | {recompute / mean:.1f}x |"
-        )
+        mean, median = statistics.mean(samples[tier]), statistics.median(samples[tier])
+        tokens = statistics.mean(cached[tier])
+        print(f"| {tier} | {tokens:.0f} | {mean * 1000:.0f} | {median * 1000:.0f} | {recompute / mean:.1f}x |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=32)
-    parser.add_argument("--kv-tokens", type=int, default=4096, help="KV pool of each server, in tokens.")
+    pool_help = f"KV pool of each server, in tokens (4096; --tiers: {TIERS_KV_TOKENS})."
+    parser.add_argument("--kv-tokens", type=int, default=None, help=pool_help)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--seed", type=int, default=1)
@@ -122,7 +131,7 @@ def main() -> None:
         tier_rounds(args)
         return
     prompts = shared_prefix_prompts(args.requests, random.Random(args.seed))
-    base = ["--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
+    base = ["--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens or 4096)]
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-hicache-") as storage:
         arms = {

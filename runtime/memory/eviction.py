@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sglang.runtime.memory.radix_cache import TreeNode
+    from sglang.runtime.memory.tree_node import TreeNode
 
 SortKey = tuple[int, ...]
 Policy = Callable[["TreeNode"], SortKey]

@@ -23,10 +23,12 @@ import torch
 from sglang.platforms.device_runtime import DeviceRuntime
 from sglang.runtime.memory.hierarchical_cache import HierarchicalCache
 from sglang.runtime.memory.host_pool import HostKVPool
+from sglang.runtime.memory.host_tier import HostTier
 from sglang.runtime.memory.kv_pages import KVPageIO
 from sglang.runtime.memory.page_store import FilePageStore
 from sglang.runtime.memory.radix_cache import FreeFn, RadixCache
 from sglang.runtime.memory.storage_io import StorageIO
+from sglang.runtime.memory.storage_tier import StorageTier
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 
 if TYPE_CHECKING:
@@ -105,17 +107,14 @@ def _weights(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     return sorted(found.items())
 
 
-def host_tier_blocks(args: ServerArgs, pool_tokens: int, block_tokens: int, block_bytes: int) -> int:
-    """Blocks of the host tier: `--hicache-size` GB, else `--hicache-ratio` times the pool, at most
+def host_tier_tokens(args: ServerArgs, pool_tokens: int, token_bytes: int) -> int:
+    """Tokens of the host tier: `--hicache-size` GB, else `--hicache-ratio` times the pool, at most
     `HOST_MEMORY_SHARE` of the available host memory."""
-    wanted = (
-        args.hicache_size * 10**9 // block_bytes
-        if args.hicache_size > 0
-        else int(args.hicache_ratio * pool_tokens // block_tokens)
-    )
-    room = int(DeviceRuntime().memory_info().free_bytes * HOST_MEMORY_SHARE) // block_bytes
+    by_size = args.hicache_size * 10**9 // token_bytes
+    wanted = by_size if args.hicache_size > 0 else int(args.hicache_ratio * pool_tokens)
+    room = int(DeviceRuntime().memory_info().free_bytes * HOST_MEMORY_SHARE) // token_bytes
     if wanted > room:
-        logger.warning("host tier: %d blocks asked for, room for %d; using %d", wanted, room, room)
+        logger.warning("host tier: %d tokens asked for, room for %d; using %d", wanted, room, room)
     return max(min(wanted, room), 0)
 
 
@@ -126,26 +125,30 @@ def build_hierarchical_cache(
     config = HiCacheConfig.from_args(args)
     if config is None:
         return None
-    io = KVPageIO(runner, runner.attn_backend, runner.platform.runtime)
+    kv = KVPageIO(runner, runner.attn_backend, runner.platform.runtime)
     dtype = runner.kv_buffers[0].dtype
-    shape = io.block_shape(config.block_tokens)
-    block_bytes = torch.Size(shape).numel() * dtype.itemsize
-    identity = model_identity(runner.model, runner.model.config.raw, io.layout, dtype)
-    blocks = host_tier_blocks(args, allocator.num_slots, config.block_tokens, block_bytes)
-    host = HostKVPool(blocks, shape, dtype, runner.platform.runtime.host_buffer) if blocks else None
+    token_bytes = torch.Size(kv.block_shape(1)).numel() * dtype.itemsize
+    identity = model_identity(runner.model, runner.model.config.raw, kv.layout, dtype)
+    tokens = host_tier_tokens(args, allocator.num_slots, token_bytes)
+    host = None
+    if tokens:
+        pool = HostKVPool(tokens, kv.block_shape(tokens), kv.axis + 1, dtype, runner.platform.runtime.host_buffer)
+        host = HostTier(pool, cache, kv)
     storage = None
     if config.storage_dir is not None:
-        storage = StorageIO(FilePageStore(config.storage_dir, identity), dtype, shape)
+        shape = kv.block_shape(config.block_tokens)
+        max_blocks = max(allocator.num_slots // config.block_tokens, 1)
+        io = StorageIO(FilePageStore(config.storage_dir, identity), dtype, shape, max_blocks)
+        storage = StorageTier(config, io, kv, identity)
     if host is None and storage is None:
         logger.warning("hierarchical cache with no host tier and no storage tier: the device pool is the only tier")
         return None
     logger.info(
-        "hierarchical cache: device pool -> host tier of %s -> %s (%d-token blocks of %.1f KiB, %s, prefetch %s)",
-        f"{blocks} blocks ({blocks * block_bytes / 2**20:.0f} MiB)" if host else "none",
-        f"file storage at {storage.store.root}" if storage else "no storage tier",
+        "hierarchical cache: device pool -> host tier of %s -> %s (%d-token blocks, %s, prefetch %s)",
+        f"{tokens} tokens ({tokens * token_bytes / 2**20:.0f} MiB)" if host else "none",
+        f"file storage at {storage.io.store.root}" if storage else "no storage tier",
         config.block_tokens,
-        block_bytes / 1024,
         config.write_policy,
         config.prefetch_policy,
     )
-    return HierarchicalCache(config, cache, allocator, io, identity, host, storage, free_fn)
+    return HierarchicalCache(config, cache, allocator, host, storage, free_fn)

@@ -1,22 +1,18 @@
-"""The host memory tier: whole KV blocks that left (or were copied out of) the device pool.
+"""The host memory tier's rows: KV of single tokens that left (or were copied out of) the device pool.
 
-One preallocated host buffer of `capacity` blocks (pinned where the platform has pinned memory,
-so device copies can run asynchronously), each block `[num_layers, *layout]` with the slot
-axis `block_tokens` long, exactly as `KVPageIO.read` hands it over. Blocks are keyed like the
-storage tier's (runtime/memory/page_store.py `block_keys`: the chained hash of the prefix up to
-the block's end, the model and the adapter), so a key found here is the same KV a stored file
-with that key would hold.
+One preallocated host buffer of `capacity` tokens (pinned where the platform has pinned memory,
+so device copies can run asynchronously), laid out as `KVPageIO` hands KV over: `[num_layers,
+*layout]` with the slot axis `capacity` long. Rows are accounted per token, like the device
+pool's slots; the radix tree's nodes record which rows hold their tokens
+(runtime/memory/tree_node.py `host_slots`), and the host tier (runtime/memory/host_tier.py)
+decides what to keep.
 
-Invariants:
-- A key maps to at most one buffer row, and a row to at most one key; `len(self)` rows are used.
-- The pool is touched by the scheduler's thread only (the storage threads get their own copies).
-- When full, `put` drops the least recently used block (`get` and `put` refresh a block). A
-  dropped block may still be on its way to storage: the writer holds its own copy.
+Invariants: a row is free or held by exactly one tree node; `used_tokens + available_tokens ==
+capacity`; the pool is touched by the scheduler's thread only (the storage threads get copies).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import torch
@@ -25,46 +21,48 @@ HostBuffer = Callable[[Sequence[int], torch.dtype], torch.Tensor]
 
 
 class HostKVPool:
-    def __init__(self, capacity: int, block_shape: Sequence[int], dtype: torch.dtype, allocate: HostBuffer) -> None:
+    def __init__(
+        self, capacity: int, buffer_shape: Sequence[int], slot_axis: int, dtype: torch.dtype, allocate: HostBuffer
+    ) -> None:
+        """`buffer_shape`: the whole buffer's shape, `capacity` long on `slot_axis`."""
         if capacity < 1:
-            raise ValueError(f"a host tier needs room for at least one block, got {capacity}")
+            raise ValueError(f"a host tier needs room for at least one token, got {capacity}")
+        if buffer_shape[slot_axis] != capacity:
+            raise ValueError(f"buffer shape {tuple(buffer_shape)} does not hold {capacity} tokens on axis {slot_axis}")
         self.capacity = capacity
-        self.buffer = allocate((capacity, *block_shape), dtype)
-        self._rows: OrderedDict[str, int] = OrderedDict()  # least recently used first
-        self._free = list(range(capacity - 1, -1, -1))
-        self.evicted = 0
+        self.axis = slot_axis
+        self.buffer = allocate(tuple(buffer_shape), dtype)
+        self._free = torch.arange(capacity, dtype=torch.int64)
 
-    def __len__(self) -> int:
-        return len(self._rows)
+    @property
+    def available_tokens(self) -> int:
+        return self._free.numel()
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._rows
+    @property
+    def used_tokens(self) -> int:
+        return self.capacity - self._free.numel()
 
     @property
     def nbytes(self) -> int:
         return self.buffer.numel() * self.buffer.element_size()
 
-    def get(self, key: str) -> torch.Tensor | None:
-        """The block under `key` (a view of the pool: copy it before the pool may reuse the row)."""
-        row = self._rows.get(key)
-        if row is None:
+    def alloc(self, count: int) -> torch.Tensor | None:
+        """`count` free rows, or None when fewer are free (nothing is taken then)."""
+        if count > self._free.numel():
             return None
-        self._rows.move_to_end(key)
-        return self.buffer[row]
+        rows, self._free = self._free[:count], self._free[count:]
+        return rows
 
-    def put(self, key: str, block: torch.Tensor) -> None:
-        """Keeps a copy of `block` under `key`, dropping the least recently used block if full."""
-        if key in self._rows:
-            self._rows.move_to_end(key)
-            return
-        if not self._free:
-            _, row = self._rows.popitem(last=False)
-            self._free.append(row)
-            self.evicted += 1
-        row = self._free.pop()
-        self.buffer[row].copy_(block)
-        self._rows[key] = row
+    def free(self, rows: torch.Tensor) -> None:
+        self._free = torch.cat([self._free, rows.to(torch.int64)])
+
+    def write(self, rows: torch.Tensor, values: torch.Tensor) -> None:
+        """Stores `values` (KV of `len(rows)` tokens, as `KVPageIO.read` gives it) at `rows`."""
+        self.buffer.index_copy_(self.axis, rows, values.to(self.buffer.dtype))
+
+    def read(self, rows: torch.Tensor) -> torch.Tensor:
+        """A copy of the KV at `rows` (the pool may reuse them as soon as this returns)."""
+        return self.buffer.index_select(self.axis, rows)
 
     def clear(self) -> None:
-        self._rows.clear()
-        self._free = list(range(self.capacity - 1, -1, -1))
+        self._free = torch.arange(self.capacity, dtype=torch.int64)

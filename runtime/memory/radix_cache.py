@@ -1,9 +1,10 @@
-"""RadixAttention's prefix cache: which token prefixes have their KV in the pool, and where.
+"""RadixAttention's prefix cache: which token prefixes have their KV cached, and in which tier.
 
-A radix tree over token ids. Each node's edge holds a run of tokens and the KV slots of those
-tokens; the path from the root to a node spells a prefix whose KV lives at the concatenation of
-the slots along the path. The tree says what is cached; the allocator
-(runtime/memory/token_allocator.py) says which slots are free.
+A radix tree over token ids. Each node's edge holds a run of tokens and where their KV is: pool
+slots on the device and/or rows of the host tier (runtime/memory/tree_node.py). The path from
+the root to a node spells a prefix whose device KV lives at the concatenation of the slots along
+the path. The tree says what is cached; the allocator (runtime/memory/token_allocator.py) says
+which slots are free, the host pool (runtime/memory/host_pool.py) which rows.
 
 Invariants:
 - Every edge is a whole number of pages: keys are truncated to a multiple of `page_size`, so
@@ -12,12 +13,16 @@ Invariants:
 - Each slot in the tree is held by exactly one node. The tree owns it until eviction hands it
   to `free_fn`; slots a request allocated itself stay the request's until it hands them over.
 - `lock_ref` of a node counts the requests using it or a descendant (locking a node locks its
-  ancestors); locked nodes are never evicted. `protected_size()` counts tokens on locked nodes,
-  `evictable_size()` those on unlocked ones; `total_size()` is their sum.
-- Eviction takes unlocked leaves in the order of the eviction policy (runtime/memory/eviction.py;
-  LRU by default: matching and inserting touch every node on the path); evicting a leaf may make
-  its parent an evictable leaf. An `on_evict` hook sees each leaf before its slots are freed (the
-  storage tier copies the pages out there).
+  ancestors); locked nodes are never evicted. `protected_size()` counts device tokens on locked
+  nodes, `evictable_size()` those on unlocked ones; `total_size()` is their sum. Tokens held
+  by the host tier alone count in none of them.
+- Device eviction (runtime/memory/tier_eviction.py) takes unlocked device leaves in the order
+  of the eviction policy (runtime/memory/eviction.py; LRU by default: matching and inserting
+  touch every node on the path). An `on_evict` hook sees each leaf before its slots are freed
+  (a hierarchical cache backs it up there); a leaf backed up by then stays in the tree, held
+  by the host tier, else it goes with its subtree.
+- A match walks the device tier, then the host tier (`MatchResult.host_nodes`); an insert that
+  walks into host-held nodes gives them the inserted slots, so they are on the device again.
 
 A request's life (the scheduler's side):
     match = cache.match_prefix(prompt[:-1])    # keep one token to compute; num_cached is reported
@@ -26,19 +31,21 @@ A request's life (the scheduler's side):
     slots = cat(match.slots, new)              # grows as it decodes
     match, slots = cache.cache_unfinished(tokens, slots, match, free)   # optional (chunked prefill)
     cache.cache_finished(tokens, slots, match, free)    # or: free(slots[num_cached:]) and unlock
-With `disable=True` nothing is cached: matches are empty and finished requests free everything.
+(runtime/memory/request_handover.py). With `disable=True` nothing is cached: matches are empty
+and finished requests free everything.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import torch
 
+from sglang.runtime.memory import tier_eviction
 from sglang.runtime.memory.eviction import eviction_policy
+from sglang.runtime.memory.request_handover import RequestHandover
+from sglang.runtime.memory.tree_node import MatchResult, TreeNode, empty_slots
 
 FreeFn = Callable[[torch.Tensor], None]
 
@@ -46,40 +53,10 @@ CACHE_NAMESPACE_BITS = 40
 """Keys of a namespace (a LoRA adapter load) are token ids plus `namespace << 40`: token ids are
 far below `2**40`, so namespaced keys never collide with another namespace's."""
 
-
-def _empty_slots() -> torch.Tensor:
-    return torch.empty(0, dtype=torch.int64)
+__all__ = ["CACHE_NAMESPACE_BITS", "FreeFn", "MatchResult", "RadixCache", "TreeNode"]
 
 
-@dataclass(eq=False)
-class TreeNode:
-    """One edge of the tree and the node it leads to. `len(key) == len(slots)`."""
-
-    key: list[int]
-    slots: torch.Tensor
-    parent: TreeNode | None
-    node_id: int
-    children: dict[int | tuple[int, ...], TreeNode] = field(default_factory=dict)
-    lock_ref: int = 0
-    last_access: int = 0
-    created: int = 0
-    hit_count: int = 0  # requests admitted with this node in their cached prefix
-    priority: int = 0  # highest priority of the requests that cached or reused it
-
-
-@dataclass(frozen=True)
-class MatchResult:
-    """The cached prefix of a query: its slots, and the node to lock while they are used."""
-
-    slots: torch.Tensor
-    last_node: TreeNode
-
-    @property
-    def num_cached(self) -> int:
-        return self.slots.numel()
-
-
-class RadixCache:
+class RadixCache(RequestHandover):
     """The prefix tree; with `disable=True` the same interface caches nothing."""
 
     def __init__(
@@ -88,20 +65,24 @@ class RadixCache:
         disable: bool = False,
         eviction: str = "lru",
         on_evict: Callable[[TreeNode], None] | None = None,
+        free_host: FreeFn | None = None,
     ) -> None:
+        """`on_evict`: sees each device leaf before eviction (and may back it up);
+        `free_host`: takes back the host rows of nodes the tree drops."""
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
         self.page_size = page_size
         self.disable = disable
         self.policy = eviction_policy(eviction)
         self.on_evict = on_evict
+        self.free_host = free_host
         self.reset()
 
     def reset(self) -> None:
-        """Forgets everything without freeing slots: the caller clears the allocator too."""
+        """Forgets everything without freeing slots or rows: the caller clears their pools too."""
         self._ids = itertools.count()
         self._clock = 0  # a logical clock: deterministic LRU order, no ties along one path
-        self.root = TreeNode(key=[], slots=_empty_slots(), parent=None, node_id=next(self._ids))
+        self.root = TreeNode(key=[], slots=empty_slots(), parent=None, node_id=next(self._ids))
         self.root.lock_ref = 1  # never evicted, and lock walks stop at it
         self._evictable = 0
         self._protected = 0
@@ -116,30 +97,38 @@ class RadixCache:
         return self._evictable + self._protected
 
     def match_prefix(self, token_ids: Sequence[int]) -> MatchResult:
-        """The longest cached whole-page prefix of `token_ids`. An edge the match ends inside
-        is split, so that `last_node` covers exactly the matched prefix."""
+        """The longest cached whole-page prefix of `token_ids`: in the device pool, then held by
+        the host tier alone. An edge the match ends inside is split, so that the nodes cover
+        exactly the matched prefix."""
         if self.disable:
-            return MatchResult(_empty_slots(), self.root)
+            return MatchResult(empty_slots(), self.root)
         key = list(token_ids[: len(token_ids) - len(token_ids) % self.page_size])
-        node, pos, parts = self.root, 0, []
+        node, pos, parts, hosted = self.root, 0, [], []
         self._clock += 1
         while pos < len(key) and (child := node.children.get(self._child_key(key, pos))) is not None:
             matched = self._match_len(child.key, key, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)
             child.last_access = self._clock
-            parts.append(child.slots)
+            if child.on_device:
+                parts.append(child.slots)
+            else:
+                hosted.append(child)
             node, pos = child, pos + matched
-        return MatchResult(torch.cat(parts) if parts else _empty_slots(), node)
+        device_end = node if not hosted else hosted[0].parent
+        return MatchResult(torch.cat(parts) if parts else empty_slots(), device_end, tuple(hosted))
 
-    def cached_len(self, token_ids: Sequence[int]) -> int:
-        """How many leading tokens of `token_ids` `match_prefix` would find, without touching
-        the tree (no split, no access time): for looking ahead at requests still waiting."""
+    def cached_len(self, token_ids: Sequence[int], with_host: bool = False) -> int:
+        """How many leading tokens of `token_ids` `match_prefix` would find on the device (and
+        on the host tier, `with_host`), without touching the tree (no split, no access time):
+        for looking ahead at requests still waiting."""
         if self.disable:
             return 0
         key = list(token_ids[: len(token_ids) - len(token_ids) % self.page_size])
         node, pos = self.root, 0
         while pos < len(key) and (child := node.children.get(self._child_key(key, pos))) is not None:
+            if not (child.on_device or with_host):
+                break
             matched = self._match_len(child.key, key, pos)
             pos += matched
             if matched < len(child.key):
@@ -149,10 +138,11 @@ class RadixCache:
 
     def insert(self, token_ids: Sequence[int], slots: torch.Tensor, priority: int = 0) -> int:
         """Caches `token_ids` (a whole number of pages) at `slots`; returns how many leading
-        tokens were already cached. Every node on the path keeps the highest `priority` it saw.
-        The tree adopts `slots[returned:]`; the caller still owns
-        `slots[:returned]` and frees those it allocated itself (they duplicate the tree's).
-        A disabled cache adopts nothing and returns 0: use `cache_finished`/`cache_unfinished`."""
+        tokens were already cached on the device. Every node on the path keeps the highest
+        `priority` it saw. The tree adopts `slots[returned:]` (nodes the host tier alone held get
+        theirs); the caller still owns `slots[:returned]` and frees those it allocated itself
+        (they duplicate the tree's). A disabled cache adopts nothing and returns 0: use
+        `cache_finished`/`cache_unfinished`."""
         if len(token_ids) != len(slots):
             raise ValueError(f"{len(token_ids)} tokens but {len(slots)} slots")
         if len(token_ids) % self.page_size:
@@ -160,7 +150,9 @@ class RadixCache:
         if self.disable:
             return 0
         key = list(token_ids)
-        node, pos = self.root, 0
+        # A copy: the caller's tensor may be a view into a buffer it reuses.
+        slots = torch.as_tensor(slots, dtype=torch.int64).clone()
+        node, pos, present = self.root, 0, None
         self._clock += 1
         while pos < len(key) and (child := node.children.get(self._child_key(key, pos))) is not None:
             matched = self._match_len(child.key, key, pos)
@@ -168,13 +160,14 @@ class RadixCache:
                 child = self._split(child, matched)
             child.last_access = self._clock
             child.priority = max(child.priority, priority)
+            if not child.on_device:
+                present = pos if present is None else present
+                self.revive(child, slots[pos : pos + matched])
             node, pos = child, pos + matched
         if pos < len(key):
-            # A copy: the caller's tensor may be a view into a buffer it reuses.
-            leaf_slots = torch.as_tensor(slots, dtype=torch.int64)[pos:].clone()
             leaf = TreeNode(
                 key[pos:],
-                leaf_slots,
+                slots[pos:],
                 node,
                 next(self._ids),
                 last_access=self._clock,
@@ -183,10 +176,16 @@ class RadixCache:
             )
             node.children[self._child_key(leaf.key, 0)] = leaf
             self._evictable += len(leaf.key)
-        return pos
+        return pos if present is None else present
+
+    def revive(self, node: TreeNode, slots: torch.Tensor) -> None:
+        """Puts a node the host tier alone held back on the device, at `slots` (the tree's now)."""
+        assert not node.on_device and len(slots) == len(node.key)
+        node.slots = slots
+        self._evictable += len(node.key)  # host-held nodes are never locked
 
     def inc_lock_ref(self, node: TreeNode) -> None:
-        """Protects `node` and its ancestors from eviction (one count per call)."""
+        """Protects `node` (a device node) and its ancestors from eviction (one count per call)."""
         while node is not self.root:
             if node.lock_ref == 0:
                 self._evictable -= len(node.key)
@@ -212,72 +211,9 @@ class RadixCache:
             node = node.parent
 
     def evict(self, num_tokens: int, free_fn: FreeFn) -> int:
-        """Evicts unlocked leaves in the policy's order until at least `num_tokens` tokens are
-        gone or nothing evictable is left; frees their slots; returns tokens evicted."""
-        heap = [(self.policy(n), n.node_id, n) for n in self._leaves() if n.lock_ref == 0]
-        heapq.heapify(heap)
-        evicted: list[torch.Tensor] = []
-        count = 0
-        while count < num_tokens and heap:
-            _, _, node = heapq.heappop(heap)
-            if self.on_evict is not None:
-                self.on_evict(node)
-            parent = node.parent
-            del parent.children[self._child_key(node.key, 0)]
-            evicted.append(node.slots)
-            count += len(node.key)
-            self._evictable -= len(node.key)
-            if not parent.children and parent.lock_ref == 0:
-                heapq.heappush(heap, (self.policy(parent), parent.node_id, parent))
-        if evicted:
-            free_fn(torch.cat(evicted))
-        return count
-
-    def cache_finished(
-        self,
-        token_ids: Sequence[int],
-        slots: torch.Tensor,
-        match: MatchResult,
-        free_fn: FreeFn,
-        priority: int = 0,
-    ) -> None:
-        """A finished (or aborted) request hands over its KV: `slots[i]` holds `token_ids[i]`, and
-        `slots[:match.num_cached]` are the tree's, locked by `match`. Its whole pages are cached,
-        duplicates of what another request cached meanwhile and the partial last page are freed,
-        and its lock is released. Afterwards the request owns no slot."""
-        if len(token_ids) != len(slots):
-            raise ValueError(f"{len(token_ids)} tokens but {len(slots)} slots")
-        if self.disable:
-            free_fn(slots[match.num_cached :])
-            return
-        aligned = len(token_ids) - len(token_ids) % self.page_size
-        present = self.insert(token_ids[:aligned], slots[:aligned], priority)
-        free_fn(slots[match.num_cached : present])
-        free_fn(slots[aligned:])
-        self.dec_lock_ref(match.last_node)
-
-    def cache_unfinished(
-        self,
-        token_ids: Sequence[int],
-        slots: torch.Tensor,
-        match: MatchResult,
-        free_fn: FreeFn,
-        priority: int = 0,
-    ) -> tuple[MatchResult, torch.Tensor]:
-        """Caches a running request's whole pages so others can share them (chunked prefill).
-        Returns its new match (locked in place of the old one) and its slots, where any slot that
-        duplicated the tree's (freed here) is replaced by the tree's."""
-        if len(token_ids) != len(slots):
-            raise ValueError(f"{len(token_ids)} tokens but {len(slots)} slots")
-        if self.disable:
-            return match, slots
-        aligned = len(token_ids) - len(token_ids) % self.page_size
-        present = self.insert(token_ids[:aligned], slots[:aligned], priority)
-        free_fn(slots[match.num_cached : present])
-        new_match = self.match_prefix(token_ids[:aligned])
-        self.inc_lock_ref(new_match.last_node)
-        self.dec_lock_ref(match.last_node)
-        return new_match, torch.cat([new_match.slots, slots[aligned:]])
+        """Evicts unlocked device leaves in the policy's order until at least `num_tokens` device
+        tokens are gone or nothing evictable is left; frees their slots; returns tokens evicted."""
+        return tier_eviction.evict_device(self, num_tokens, free_fn)
 
     def prefix_tokens(self, node: TreeNode) -> list[int]:
         """The tokens spelled from the root to the end of `node`'s edge."""
@@ -287,12 +223,25 @@ class RadixCache:
             node = node.parent
         return [token for edge in reversed(edges) for token in edge]
 
-    def cached_slots(self) -> torch.Tensor:
-        """Every slot the tree holds (for audits and tests)."""
-        parts = [node.slots for node in self._nodes()]
-        return torch.cat(parts) if parts else _empty_slots()
+    def path_slots(self, node: TreeNode) -> torch.Tensor:
+        """The device slots from the root to the end of `node`'s edge (`node` on the device)."""
+        parts = []
+        while node is not self.root:
+            parts.append(node.slots)
+            node = node.parent
+        return torch.cat(parts[::-1]) if parts else empty_slots()
 
-    def _nodes(self) -> list[TreeNode]:
+    def cached_slots(self) -> torch.Tensor:
+        """Every device slot the tree holds (for audits and tests)."""
+        parts = [node.slots for node in self.nodes() if node.on_device]
+        return torch.cat(parts) if parts else empty_slots()
+
+    def host_rows(self) -> torch.Tensor:
+        """Every host row the tree holds (for audits and tests)."""
+        parts = [node.host_slots for node in self.nodes() if node.backed_up]
+        return torch.cat(parts) if parts else empty_slots()
+
+    def nodes(self) -> list[TreeNode]:
         """Every node but the root."""
         stack, nodes = list(self.root.children.values()), []
         while stack:
@@ -301,8 +250,9 @@ class RadixCache:
             stack.extend(node.children.values())
         return nodes
 
-    def _leaves(self) -> list[TreeNode]:
-        return [node for node in self._nodes() if not node.children]
+    def child_key(self, key: list[int]) -> int | tuple[int, ...]:
+        """How a node whose edge is `key` is filed among its parent's children."""
+        return self._child_key(key, 0)
 
     def _child_key(self, key: list[int], pos: int) -> int | tuple[int, ...]:
         return key[pos] if self.page_size == 1 else tuple(key[pos : pos + self.page_size])
@@ -319,12 +269,13 @@ class RadixCache:
 
     def _split(self, child: TreeNode, length: int) -> TreeNode:
         """Cuts `child`'s edge after `length` tokens; returns the new upper node. Sizes and locks
-        are unchanged: both halves keep `child`'s lock count."""
+        are unchanged: both halves keep `child`'s lock count and tiers."""
         head = TreeNode(
             child.key[:length],
-            child.slots[:length],
+            None if child.slots is None else child.slots[:length],
             child.parent,
             next(self._ids),
+            host_slots=None if child.host_slots is None else child.host_slots[:length],
             lock_ref=child.lock_ref,
             last_access=child.last_access,
             created=child.created,
@@ -332,6 +283,10 @@ class RadixCache:
             priority=child.priority,
         )
         child.parent.children[self._child_key(head.key, 0)] = head
-        child.key, child.slots, child.parent = child.key[length:], child.slots[length:], head
+        child.key, child.parent = child.key[length:], head
+        if child.slots is not None:
+            child.slots = child.slots[length:]
+        if child.host_slots is not None:
+            child.host_slots = child.host_slots[length:]
         head.children[self._child_key(child.key, 0)] = child
         return head

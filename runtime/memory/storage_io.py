@@ -14,8 +14,13 @@ job is upstream's `--hicache-storage-prefetch-policy`:
 - timeout: until it completes or `timeout_base + timeout_per_ki_token * tokens / 1024` seconds
   passed (upstream's `prefetch_timeout_base` / `prefetch_timeout_per_ki_token` extra config keys).
 
+Prefetched blocks wait in host memory until their request is admitted; all jobs together hold
+at most `max_blocks` of them (the device pool's size in blocks: more could not be loaded at
+once anyway). A job the reader stops for that bound is done with what it has.
+
 Invariants: `stored` holds keys known to be on disk (written, or read intact); a job's `blocks`
-only grow, in prefix order, and `done` is set once the reader stops on it.
+only grow, in prefix order, until `finish` takes them, and `done` is set once the reader stops
+on it; `held_blocks` is the number of blocks in jobs not finished, at most `max_blocks`.
 """
 
 from __future__ import annotations
@@ -57,10 +62,15 @@ class Prefetch:
 
 
 class StorageIO:
-    def __init__(self, store: FilePageStore, dtype: torch.dtype, block_shape: Sequence[int]) -> None:
+    def __init__(self, store: FilePageStore, dtype: torch.dtype, block_shape: Sequence[int], max_blocks: int) -> None:
+        if max_blocks < 1:
+            raise ValueError(f"prefetches need room for at least one block, got {max_blocks}")
         self.store = store
         self.dtype = dtype
         self.block_shape = tuple(block_shape)
+        self.max_blocks = max_blocks
+        self.held_blocks = 0
+        self._held_lock = threading.Lock()  # guards held_blocks and jobs' blocks/cancelled
         self.stored: set[str] = set()
         self._queued: set[str] = set()  # handed to the writer, not written yet
         self._writes: queue.Queue[tuple[BlockRef, torch.Tensor] | None] = queue.Queue()
@@ -112,22 +122,46 @@ class StorageIO:
             job.done.set()
         return job
 
+    def finish(self, job: Prefetch) -> dict[str, torch.Tensor]:
+        """Ends `job` (its reads stop) and hands over the blocks it read, which no longer count
+        against `max_blocks`."""
+        with self._held_lock:
+            job.cancelled = True
+            blocks, job.blocks = job.blocks, {}
+            self.held_blocks -= len(blocks)
+        return blocks
+
     def _read_loop(self) -> None:
         while (job := self._reads.get()) is not None:
             try:
                 for ref in job.refs:
-                    if job.cancelled:
+                    if not self._read_one(job, ref):
                         break
-                    block = self.store.load(ref.key, ref.parent, ref.tokens, self.dtype, self.block_shape)
-                    if block is None:
-                        self.stored.discard(ref.key)
-                        break
-                    self.stored.add(ref.key)
-                    job.blocks[ref.key] = block
             except Exception:  # a bad read must not kill the reader: the request recomputes
                 logger.exception("storage tier: prefetch failed")
             finally:
                 job.done.set()
+
+    def _read_one(self, job: Prefetch, ref: BlockRef) -> bool:
+        """Reads one block into `job` if the bound allows; whether the job goes on."""
+        with self._held_lock:
+            if job.cancelled or self.held_blocks >= self.max_blocks:
+                return False
+            self.held_blocks += 1  # its room is taken before the read, so the bound holds
+        block = None
+        try:
+            block = self.store.load(ref.key, ref.parent, ref.tokens, self.dtype, self.block_shape)
+        finally:
+            with self._held_lock:
+                if block is None or job.cancelled:
+                    self.held_blocks -= 1
+                else:
+                    job.blocks[ref.key] = block
+        if block is None:
+            self.stored.discard(ref.key)
+            return False
+        self.stored.add(ref.key)
+        return not job.cancelled
 
     def close(self, timeout: float) -> bool:
         """Flushes queued writes (bounded by `timeout`) and stops both threads."""

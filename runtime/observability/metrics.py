@@ -178,9 +178,8 @@ class ServerMetrics:
         ):
             self._advance(self.realtime_tokens.labels(**self.scheduler_labels, mode=mode), key, getattr(status, key))
         self._advance(self.retracted, "retractions", status.retractions)
-        host, storage = status.host_hit_tokens, status.storage_hit_tokens
-        tiers = (("device", status.cached_tokens - host - storage), ("host", host), ("storage", storage))
-        for tier, hits in tiers:
+        for tier in ("device", "host", "storage"):
+            hits = getattr(status, f"{tier}_hit_tokens")
             self.tier_hit_tokens.labels(tier=tier).set(hits)
             self.tier_hit_rate.labels(tier=tier).set(hits / prompt if prompt else 0.0)
         for key, counter in self.step_counts.items():

@@ -59,13 +59,16 @@ class SchedulerStatus:
     spec_accepted_tokens: int = 0
     verify_steps: int = 0
     """Model steps that verified drafts (a batch's step counts once)."""
+    device_hit_tokens: int = 0
+    """Of `cached_tokens`, those the device pool held when the request was admitted."""
     host_hit_tokens: int = 0
     """Of `cached_tokens`, those loaded from the host tier."""
     storage_hit_tokens: int = 0
     """Of `cached_tokens`, those loaded from the storage tier (the rest were in the device pool)."""
-    host_blocks: int = 0
-    """Blocks the host tier holds now."""
-    host_blocks_evicted: int = 0
+    host_tokens: int = 0
+    """Tokens the host tier holds now."""
+    host_tokens_evicted: int = 0
+    """Tokens whose copies the host tier dropped to make room."""
     storage_blocks_written: int = 0
     storage_blocks_read: int = 0
     storage_blocks_rejected: int = 0

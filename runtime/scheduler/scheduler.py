@@ -91,6 +91,7 @@ class Scheduler:
             "prompt_tokens": 0,
             "generation_tokens": 0,
             "cached_tokens": 0,
+            "device_hit_tokens": 0,
             "host_hit_tokens": 0,
             "storage_hit_tokens": 0,
             "retractions": 0,
@@ -151,10 +152,14 @@ class Scheduler:
 
     def flush_cache(self) -> bool:
         """Empties the device tier of the prefix cache; refused (False) while requests run or
-        wait. The host and storage tiers keep their blocks (they are still valid KV of this
-        model): restart to empty the host tier, delete the storage folder to drop stored ones."""
+        wait. With the hierarchical cache, what leaves the pool is backed up as on any eviction
+        and the host and storage tiers keep what they hold (still valid KV of this model):
+        restart to empty the host tier, delete the storage folder to drop stored blocks."""
         if self.waiting or self.running:
             return False
+        if self.hicache is not None:
+            self.hicache.flush_device()
+            return True
         self.cache.reset()
         self.allocator.clear()
         return True
@@ -268,10 +273,11 @@ class Scheduler:
             if not req.output_ids:  # a resumed request keeps its first admission's figure
                 self.cache.record_hit(match.last_node)
                 if self.hicache is not None:
-                    self.hicache.on_hit(match, req.cache_ids(len(req.fill_ids)))
+                    self.hicache.on_hit(match)
                 req.cached_tokens = match.num_cached
                 req.cached_tokens_details = self.hicache.details(loaded) if self.hicache is not None else None
                 self.stats["cached_tokens"] += match.num_cached
+                self.stats["device_hit_tokens"] += loaded.device_tokens
                 self.stats["host_hit_tokens"] += loaded.host_tokens
                 self.stats["storage_hit_tokens"] += loaded.storage_tokens
             self.waiting.remove(req)
@@ -325,9 +331,10 @@ class Scheduler:
 
     def _release_kv(self, req: Req) -> None:
         if req.match is not None:
+            computed = req.cache_ids(req.kv_len)
+            self.cache.cache_finished(computed, req.slots, req.match, self.free_slots, req.priority)
             if self.hicache is not None:
-                self.hicache.on_cached(req.cache_ids(req.kv_len), req.slots)
-            self.cache.cache_finished(req.cache_ids(req.kv_len), req.slots, req.match, self.free_slots, req.priority)
+                self.hicache.on_cached(computed)
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
         self._release_lora_slot(req)
 
@@ -429,17 +436,18 @@ class Scheduler:
             # Prefill is complete (its last chunk may be a single token): share its pages
             # with requests arriving meanwhile.
             computed = req.cache_ids(req.kv_len)
-            if self.hicache is not None:
-                self.hicache.on_cached(computed, req.slots)
             req.match, req.slots = self.cache.cache_unfinished(
                 computed, req.slots, req.match, self.free_slots, req.priority
             )
+            if self.hicache is not None:
+                self.hicache.on_cached(computed)
         if req.stream and e.samples:
             self.finished_updates.append(self._update(req))
 
     def _finish(self, req: Req) -> None:
-        if req.prefetch is not None:  # finished while waiting: its storage reads can stop
-            req.prefetch.cancelled = True
+        if req.prefetch is not None and self.hicache is not None:  # finished while waiting: reads stop
+            self.hicache.cancel(req.prefetch)
+            req.prefetch = None
         if self.pd_prefill is not None:
             self.pd_prefill.on_finish(req)  # reads its KV, so before the KV is released
         self._release_kv(req)

@@ -147,9 +147,10 @@ async def health_generate(request: Request) -> Response:
 @router.api_route("/flush_cache", methods=["GET", "POST"])
 async def flush_cache(request: Request) -> Response:
     """Empties the device tier (the radix tree over the KV pool); refused with 409 while requests
-    run or wait. With `--enable-hierarchical-cache` the storage tier keeps its blocks: they stay
-    valid KV of this model and are loaded again on the next match (delete the storage folder to
-    drop them)."""
+    run or wait. With `--enable-hierarchical-cache` this is an eviction of everything: what
+    leaves the pool is backed up to the host tier where it has room, and the host and storage
+    tiers keep what they hold (valid KV of this model, loaded again on the next match; delete
+    the storage folder to drop stored blocks)."""
     result = await server_state(request).manager.control(FlushCache())
     if not result.ok:
         raise ApiError(409, f"cache not flushed: {result.reason}")

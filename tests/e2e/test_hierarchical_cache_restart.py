@@ -84,17 +84,19 @@ def test_a_stored_prefix_survives_a_restart(tmp_path: Path):
         assert info["storage_hit_tokens"] == cached and info["storage_blocks_rejected"] == 0
         assert second.metric_total('sglang_cache_hit_tokens{tier="storage"}') == cached
 
-        # Flushing empties the device tier only: the prefix comes from the host tier now.
+        # Flushing empties the device tier only: what left it (the whole prompt, backed up token
+        # by token on its way out) comes from the host tier now, all but the last token.
         assert second.get("/flush_cache").status_code == 200
         again = generate(second)
         assert again["meta_info"]["cached_tokens_details"] == {
             "device": 0,
-            "host": cached,
+            "host": prompt_tokens - 1,
             "storage": 0,
             "storage_backend": "file",
         }
+        assert again["meta_info"]["cached_tokens"] == prompt_tokens - 1
         assert again["text"] == cold["choices"][0]["text"]
-        assert second.server_info()["host_hit_tokens"] == cached
+        assert second.server_info()["host_hit_tokens"] == prompt_tokens - 1
         device = generate(second)["meta_info"]
         whole = {"device": prompt_tokens - 1, "host": 0, "storage": 0, "storage_backend": "file"}
         assert device["cached_tokens_details"] == whole  # the pool has all of it now

@@ -67,14 +67,14 @@ def test_blocks_round_trip_bit_identical_and_storage_serves_the_same_output(rt: 
     assert tier.stats.storage_blocks_written >= 5
     # What is on disk is exactly what the pool holds for those tokens.
     match = first.cache.match_prefix(prompt)
-    keys = block_keys(tier.storage.store.model_id, prompt, BLOCK)
+    keys = block_keys(tier.storage.io.store.model_id, prompt, BLOCK)
     for i, key in enumerate(keys[:5]):
         tokens = prompt[i * BLOCK : (i + 1) * BLOCK]
-        stored = tier.storage.store.load(
-            key, keys[i - 1] if i else "", tokens, tier.storage.dtype, tier.io.block_shape(BLOCK)
+        stored = tier.storage.io.store.load(
+            key, keys[i - 1] if i else "", tokens, tier.storage.io.dtype, tier.storage.kv.block_shape(BLOCK)
         )
         assert stored is not None
-        device = tier.io.read(match.slots[i * BLOCK : (i + 1) * BLOCK])
+        device = tier.storage.kv.read(match.slots[i * BLOCK : (i + 1) * BLOCK])
         assert stored.dtype == device.dtype and torch.equal(stored.view(torch.uint8), device.view(torch.uint8))
     assert_no_leak(first)
 
@@ -85,8 +85,8 @@ def test_blocks_round_trip_bit_identical_and_storage_serves_the_same_output(rt: 
     assert second.stats["storage_hit_tokens"] == 5 * BLOCK
     assert warm.output_ids == cold.output_ids
     # Loaded into the pool bit for bit.
-    loaded = hicache(second).io.read(second.cache.match_prefix(prompt).slots[: 5 * BLOCK])
-    assert torch.equal(loaded, tier.io.read(match.slots[: 5 * BLOCK]))
+    loaded = hicache(second).storage.kv.read(second.cache.match_prefix(prompt).slots[: 5 * BLOCK])
+    assert torch.equal(loaded, tier.storage.kv.read(match.slots[: 5 * BLOCK]))
     assert_no_leak(second)
 
 
@@ -94,7 +94,7 @@ def test_corrupt_truncated_and_foreign_blocks_are_never_used(rt: Runtime, tmp_pa
     prompt = corpus_ids(rt.tokenizer, 6 * BLOCK + 3, offset=11)
     writer = hicache_scheduler(rt, tmp_path)
     reference = run_one(rt, writer, prompt)
-    store = hicache(writer).storage.store
+    store = hicache(writer).storage.io.store
     keys = block_keys(store.model_id, prompt, BLOCK)
 
     def damage(index: int, how: str) -> None:
@@ -121,12 +121,12 @@ def test_corrupt_truncated_and_foreign_blocks_are_never_used(rt: Runtime, tmp_pa
         assert_no_leak(reader)
         # The bad block was removed, and rewritten whole by this run (write_through).
         assert (
-            hicache(reader).storage.store.load(
+            hicache(reader).storage.io.store.load(
                 keys[index],
                 keys[index - 1] if index else "",
                 prompt[index * BLOCK : (index + 1) * BLOCK],
-                hicache(reader).storage.dtype,
-                hicache(reader).io.block_shape(BLOCK),
+                hicache(reader).storage.io.dtype,
+                hicache(reader).storage.kv.block_shape(BLOCK),
             )
             is not None
         ), how
@@ -142,7 +142,7 @@ def test_another_models_folder_is_never_read(rt: Runtime, tmp_path: Path):
     writer = hicache_scheduler(rt, tmp_path)
     run_one(rt, writer, prompt)
     # Move this model's blocks under another identity: our server must not see them.
-    own = hicache(writer).storage.store.root
+    own = hicache(writer).storage.io.store.root
     own.rename(own.with_name("f" * 32))
     reader = hicache_scheduler(rt, tmp_path)
     assert run_one(rt, reader, prompt).meta["cached_tokens"] == 0

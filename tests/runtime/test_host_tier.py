@@ -18,6 +18,8 @@ import torch
 
 from sglang.runtime.memory.hierarchical_cache import HierarchicalCache
 from sglang.runtime.memory.page_store import FilePageStore
+from sglang.runtime.observability.metrics import ServerMetrics
+from sglang.runtime.scheduler.process import scheduler_status
 from sglang.runtime.scheduler.scheduler import Scheduler
 
 from .runtime_harness import Outcome, Runtime, corpus_ids, make_request, model_threads
@@ -57,6 +59,9 @@ def run_one(rt: Runtime, scheduler: Scheduler, ids: list[int], **kwargs: Any) ->
 def assert_no_leak(scheduler: Scheduler) -> None:
     assert not scheduler.running and not scheduler.waiting
     assert sorted(scheduler.allocator.allocated_slots().tolist()) == sorted(scheduler.cache.cached_slots().tolist())
+    host = tier(scheduler).host
+    rows = scheduler.cache.host_rows().tolist()
+    assert len(set(rows)) == len(rows) == (host.pool.used_tokens if host is not None else 0)
 
 
 def gate(store: FilePageStore, method: str) -> threading.Event:
@@ -75,36 +80,57 @@ def gate(store: FilePageStore, method: str) -> threading.Event:
 def test_a_prefix_evicted_from_the_pool_comes_back_from_host_identical(rt: Runtime):
     scheduler = tiered(rt, hicache_write_policy="write_back", radix_eviction_policy="fifo")
     first = run_one(rt, scheduler, prompt(rt, 0))
-    kv = tier(scheduler).io.read(scheduler.cache.match_prefix(prompt(rt, 0)).slots[:PREFIX])
+    io = tier(scheduler).host.io
+    kv = io.read(scheduler.cache.match_prefix(prompt(rt, 0)).slots[:PREFIX])
     for i in (1, 2):
         run_one(rt, scheduler, prompt(rt, i))
     assert scheduler.cache.cached_len(prompt(rt, 0)) < BLOCK  # gone from the pool
     again = run_one(rt, scheduler, prompt(rt, 0))
     details = again.meta["cached_tokens_details"]
-    assert again.meta["cached_tokens"] == PREFIX and "storage" not in details  # no storage tier
-    assert details["host"] == PREFIX - details["device"] >= 3 * BLOCK
+    # Everything but the last prompt token (always computed) is cached: the host tier keeps
+    # tokens, not whole blocks.
+    whole = len(prompt(rt, 0)) - 1
+    assert again.meta["cached_tokens"] == whole and "storage" not in details  # no storage tier
+    assert details["host"] == whole - details["device"] >= 3 * BLOCK
     assert again.output_ids == first.output_ids
-    reloaded = tier(scheduler).io.read(scheduler.cache.match_prefix(prompt(rt, 0)).slots[:PREFIX])
+    reloaded = io.read(scheduler.cache.match_prefix(prompt(rt, 0)).slots[:PREFIX])
     assert torch.equal(reloaded.view(torch.uint8), kv.view(torch.uint8))
     assert scheduler.stats["host_hit_tokens"] == details["host"]
+    # Per tier, the counters add up to cached_tokens, and /metrics reports them under those names.
+    status = scheduler_status(scheduler)
+    tiers = {name: getattr(status, f"{name}_hit_tokens") for name in ("device", "host", "storage")}
+    assert sum(tiers.values()) == status.cached_tokens and status.host_tokens > 0
+    text = ServerMetrics("m").render(status).decode()
+    for name, hits in tiers.items():
+        assert f'sglang_cache_hit_tokens{{tier="{name}"}} {float(hits)}' in text
     assert_no_leak(scheduler)
+
+
+CACHED = PREFIX + 5 - 1
+"""What a request reuses of `prompt(rt, i)`: all but its last token."""
+COMPUTED = PREFIX + 5 + 4 - 1
+"""What a request of `prompt(rt, i)` with 4 new tokens hands to the tree: all but its last token."""
 
 
 @pytest.mark.parametrize(
     ("policy", "after_each_run"),
-    [("write_through", [4, 4, 4]), ("write_through_selective", [0, 0, 4]), ("write_back", [0, 0, 0])],
+    [
+        ("write_through", [COMPUTED] * 3),  # every hand-over
+        ("write_through_selective", [0, 0, CACHED]),  # the prefix, once a second request reused it
+        ("write_back", [0, 0, 0]),  # only on eviction
+    ],
 )
-def test_each_write_policy_backs_blocks_up_when_it_says(rt: Runtime, policy: str, after_each_run: list[int]):
+def test_each_write_policy_backs_tokens_up_when_it_says(rt: Runtime, policy: str, after_each_run: list[int]):
     scheduler = tiered(rt, hicache_write_policy=policy)
     host = tier(scheduler).host
     assert host is not None
     seen = []
     for _ in after_each_run:
         run_one(rt, scheduler, prompt(rt, 3))
-        seen.append(len(host))
+        seen.append(host.pool.used_tokens)
     assert seen == after_each_run
-    scheduler.cache.evict(10**6, scheduler.free_slots)  # evicted blocks are backed up under every policy
-    assert len(host) == PREFIX // BLOCK
+    scheduler.cache.evict(10**6, scheduler.free_slots)  # evicted nodes are backed up under every policy
+    assert host.pool.used_tokens == COMPUTED
     assert_no_leak(scheduler)
 
 
@@ -123,7 +149,7 @@ def stored(runtime: Runtime, tmp_path_factory: pytest.TempPathFactory) -> tuple[
 def test_best_effort_admits_at_once_and_recomputes_what_is_not_read_yet(rt: Runtime, stored: tuple[Path, Outcome]):
     folder, reference = stored
     scheduler = tiered(rt, folder, hicache_ratio=0, hicache_storage_prefetch_policy="best_effort")
-    opened = gate(tier(scheduler).storage.store, "load")
+    opened = gate(tier(scheduler).storage.io.store, "load")
     outcome = run_one(rt, scheduler, prompt(rt, 5))
     opened.set()
     assert outcome.meta["cached_tokens_details"] == {"device": 0, "host": 0, "storage": 0, "storage_backend": "file"}
@@ -134,7 +160,7 @@ def test_best_effort_admits_at_once_and_recomputes_what_is_not_read_yet(rt: Runt
 def test_wait_complete_admits_once_the_read_is_done(rt: Runtime, stored: tuple[Path, Outcome]):
     folder, reference = stored
     scheduler = tiered(rt, folder, hicache_ratio=0, hicache_storage_prefetch_policy="wait_complete")
-    opened = gate(tier(scheduler).storage.store, "load")
+    opened = gate(tier(scheduler).storage.io.store, "load")
 
     def hold_then_open(step: int, s: Scheduler) -> None:
         if step == 5:
@@ -157,7 +183,7 @@ def test_timeout_admits_after_its_bound_with_what_was_read(rt: Runtime, stored: 
     folder, reference = stored
     bound = {"prefetch_timeout_base": 0.3, "prefetch_timeout_per_ki_token": 0}
     scheduler = tiered(rt, folder, bound, hicache_ratio=0, hicache_storage_prefetch_policy="timeout")
-    opened = gate(tier(scheduler).storage.store, "load")
+    opened = gate(tier(scheduler).storage.io.store, "load")
     start = time.monotonic()
     outcome = run_one(rt, scheduler, prompt(rt, 5))
     opened.set()
@@ -168,7 +194,7 @@ def test_timeout_admits_after_its_bound_with_what_was_read(rt: Runtime, stored: 
 
 def test_storage_writes_never_hold_up_a_step_and_a_flush_lands_them(rt: Runtime, tmp_path: Path):
     scheduler = tiered(rt, tmp_path, hicache_write_policy="write_through")
-    store = tier(scheduler).storage.store
+    store = tier(scheduler).storage.io.store
     opened = gate(store, "save")
     outcome = run_one(rt, scheduler, prompt(rt, 6))  # finishes with every write held at the gate
     assert outcome.finish_reason is not None

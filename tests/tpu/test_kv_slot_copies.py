@@ -44,8 +44,9 @@ def test_slots_round_trip_through_the_tpu_runtime(xla_cpu: None, dtype: torch.dt
 def test_the_host_and_storage_tiers_serve_the_tpu_platform(xla_cpu: None, tmp_path: Path) -> None:
     """A prompt served by one tpu scheduler is served by a fresh one (a restart) from the storage
     tier, and after `flush_cache` empties that one's device pool, from its host tier (a real
-    device/host boundary here: JAX arrays): its whole blocks come back as cached tokens and the
-    greedy output is the same every time."""
+    device/host boundary here: JAX arrays): storage's whole blocks, then the host tier's tokens
+    (all but the last prompt token) come back as cached tokens, and the greedy output is the same
+    every time."""
     model = build_fuzz_model(tmp_path / "model")
     extra = json.dumps({"storage_dir": str(tmp_path / "store"), "block_tokens": 16})
     args = ServerArgs(
@@ -76,4 +77,4 @@ def test_the_host_and_storage_tiers_serve_the_tpu_platform(xla_cpu: None, tmp_pa
     second.hicache.close(1)
     assert len(cold) == 6 and from_storage == cold and from_host == cold
     split = {"device": 0, "host": 0, "storage": 0, "storage_backend": "file"}
-    assert [cold_details, storage_details, host_details] == [split, split | {"storage": 64}, split | {"host": 64}]
+    assert [cold_details, storage_details, host_details] == [split, split | {"storage": 64}, split | {"host": 69}]
