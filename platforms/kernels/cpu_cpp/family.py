@@ -35,7 +35,8 @@ FAMILY = KernelFamily(
             "attention_backend",
             "cpu_cpp",
             f"{_HERE}.attention:PoolDecodeAttention",
-            Requirements(dtypes=frozenset({torch.float32})),
+            # Layers with sinks take the torch_native (SDPA) path it extends.
+            Requirements(dtypes=frozenset({torch.float32}), features=frozenset({"sinks"})),
         ),
         *(
             Candidate(op, "cpu_cpp", f"{_HERE}.elementwise:{op}", Requirements(dtypes=frozenset({torch.float32})))
