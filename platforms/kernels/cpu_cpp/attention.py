@@ -56,7 +56,8 @@ class PoolDecodeAttention(SdpaAttention):
             return f"{type(self).__name__} captures float32 KV pools only, not {self.dtype}"
         unserved = [layer.layer_id for layer in limits.layers if not self._serves(layer)]
         if unserved:
-            return f"{type(self).__name__} cannot capture layers with a sliding window, soft-capping or sinks ({unserved})"
+            kinds = "a sliding window, soft-capping or sinks"
+            return f"{type(self).__name__} cannot capture layers with {kinds} ({unserved})"
         self._slots = torch.zeros(limits.max_kv_entries, dtype=torch.long)
         self._starts = torch.zeros(limits.max_batch + 1, dtype=torch.long)
         self._new_slots = torch.zeros(limits.max_batch, dtype=torch.long)
