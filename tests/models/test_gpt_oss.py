@@ -70,10 +70,10 @@ def test_config_declares_sinks_and_biased_experts() -> None:
 
 
 def test_mxfp4_checkpoints_are_refused_with_the_reason() -> None:
-    with pytest.raises(ValueError, match="MXFP4 checkpoints .* not supported"):
+    with pytest.raises(ValueError, match=r"MXFP4 checkpoints .* not supported"):
         ModelConfig.from_dict({**RAW, "quantization_config": {"quant_method": "mxfp4"}})
 
 
 def test_other_swiglu_constants_are_refused() -> None:
-    with pytest.raises(ValueError, match="limit=5.0 is not supported"):
+    with pytest.raises(ValueError, match=r"limit=5\.0 is not supported"):
         ModelConfig.from_dict({**RAW, "swiglu_limit": 5.0})
