@@ -2,8 +2,9 @@
 
 The oracle never sees the page table: it rebuilds each sequence's keys and values from the
 packed step inputs and runs torch's SDPA (or, with logit soft-capping or sinks, which SDPA
-lacks, an explicit float64 softmax whose denominator gains `exp(sink)` per head) under a mask built position by position. The KV buffer written by the
-reference must hold every token's K/V at its slot and leave every other slot untouched.
+lacks, an explicit float64 softmax whose denominator gains `exp(sink)` per head) under a mask
+built position by position. The KV buffer written by the reference must hold every token's K/V
+at its slot and leave every other slot untouched.
 """
 
 from __future__ import annotations
