@@ -43,9 +43,9 @@ from sglang.platforms.tpu.backend import xla_cpu_requested
 
 TARGETS = target_params()
 INTERPRETED_SPECS = ("llama", "qwen3-moe", "gemma2-softcap", "gpt-oss-sinks")
-"""Under Triton's interpreter (slow): one dense, one MoE, windowed soft-capped layers, and sinks
-(whose attention and biased experts the reference serves there: the Triton candidates declare
-neither feature, and selection says so)."""
+"""Under Triton's interpreter (slow): one dense, one MoE, windowed soft-capped layers, and windowed
+layers with sinks (the Triton attention serves them; its MoE declares no biased experts, so the
+reference serves those, and selection says why)."""
 SPEC_NAMES = list(INTERPRETED_SPECS) if triton_interpreted() else [spec.name for spec in MODEL_SPECS]
 BF16_SPECS = ("llama", "qwen3-qknorm", "gemma2-softcap")
 REAL_SHAPE_SPECS = ("qwen3-gqa7-d128", "llama-gqa5-d256")
