@@ -31,6 +31,10 @@ class AttentionLayer:
     scale: float
     sliding_window: int | None = None
     logit_softcap: float | None = None
+    sinks: bool = False
+    """Each query head also attends to a learned sink logit, a key with no value (gpt-oss): the
+    softmax's denominator gains `exp(sink_h)`. The layer hands the `[Hq]` logits to `forward` as
+    `sinks`; only backends whose candidate declares the `sinks` feature are bound for such a model."""
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,10 @@ class AttentionBackend(ABC):
         metadata: AttentionMetadata,
         layer: AttentionLayer,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`q` `[T, Hq, D]`, `k`/`v` `[T, Hk, D]` -> (`[T, Hq, D]`, the KV buffer it wrote)."""
+        """`q` `[T, Hq, D]`, `k`/`v` `[T, Hk, D]` -> (`[T, Hq, D]`, the KV buffer it wrote).
+
+        A backend that serves `layer.sinks` takes a keyword `sinks` (`[Hq]` logits) as well; it
+        is passed for such layers only, so backends without the feature keep this signature."""
 
 
 def visible_mask(q_positions: torch.Tensor, kv_len: int, sliding_window: int | None) -> torch.Tensor:
@@ -215,7 +222,7 @@ def visible_mask(q_positions: torch.Tensor, kv_len: int, sliding_window: int | N
 class ReferenceAttention(AttentionBackend):
     """Eager float32 softmax attention, one sequence at a time: the correctness oracle."""
 
-    def forward(self, q, k, v, kv_buffer, metadata, layer):
+    def forward(self, q, k, v, kv_buffer, metadata, layer, sinks=None):
         kv_buffer = kv_store.store_kv(kv_buffer, metadata.new_slots, k, v)
         inputs = metadata.inputs
         group = self.num_heads // self.num_kv_heads
@@ -234,6 +241,9 @@ class ReferenceAttention(AttentionBackend):
             q_positions = torch.arange(prefix_len, seq_len, device=q.device)
             mask = visible_mask(q_positions, seq_len, layer.sliding_window)
             scores = scores.masked_fill(~mask[None], float("-inf"))
-            probs = scores.softmax(dim=-1)
+            if sinks is not None:  # a sink column: in the softmax's denominator, with no value
+                sink_column = sinks.float()[:, None, None].expand(-1, scores.shape[1], 1)
+                scores = torch.cat([scores, sink_column], dim=-1)
+            probs = scores.softmax(dim=-1)[..., :seq_len]
             out[q_starts[i] : q_starts[i + 1]] = torch.einsum("hqk,khd->qhd", probs, values).to(q.dtype)
         return out, kv_buffer

@@ -100,9 +100,13 @@ def moe_experts(
     weights: torch.Tensor,
     expert_ids: torch.Tensor,
     activation_name: str = "silu",
+    w13_bias: torch.Tensor | None = None,
+    w2_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """`sum_k weights[t, k] * expert_{ids[t, k]}(x[t])` for every token `t`.
 
+    `w13_bias` `[E, 2 * I]` and `w2_bias` `[E, H]` are the experts' biases where they have them
+    (gpt-oss; only candidates that declare the `expert_bias` feature are handed them).
     The reference runs every expert on every token and weights the result by a dense
     `[T, E]` routing matrix: static shapes, simple, and exactly the definition.
     """
@@ -110,6 +114,10 @@ def moe_experts(
     num_experts = w13.shape[0]
     dense = torch.zeros(x.shape[0], num_experts, dtype=torch.float32, device=x.device)
     dense.scatter_add_(1, expert_ids, weights.float())
-    hidden = gated(torch.einsum("th,eih->eti", x, w13))
-    expert_out = torch.einsum("eti,ehi->eth", hidden, w2)
+    projected = torch.einsum("th,eih->eti", x, w13)
+    if w13_bias is not None:
+        projected = projected + w13_bias[:, None, :]
+    expert_out = torch.einsum("eti,ehi->eth", gated(projected), w2)
+    if w2_bias is not None:
+        expert_out = expert_out + w2_bias[:, None, :]
     return torch.einsum("eth,te->th", expert_out.float(), dense).to(x.dtype)

@@ -22,6 +22,12 @@ from sglang.ops.binding import REFERENCE_OPS
 
 REFERENCE_FAMILY = "reference"
 
+FEATURE_OPS: dict[str, str] = {"sinks": "attention_backend", "expert_bias": "moe_experts"}
+"""Model features only some candidates of an op serve, and the op each concerns: attention sinks
+(a per-head logit every query also attends to, gpt-oss), experts with biases and the clamped
+SwiGLU (gpt-oss). A candidate of that op serves a feature only where it lists it in
+`Requirements.features`; the reference serves every one."""
+
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
@@ -43,6 +49,9 @@ class Requirements:
     packages: tuple[str, ...] = ()
     """Import names (`triton`, `flashinfer`); a dotted name (`triton.backends.intel`) checks a submodule."""
     min_capability: tuple[int, int] | None = None
+    features: frozenset[str] = frozenset()
+    """The `FEATURE_OPS` features of its op this candidate serves (`sinks`): a model that needs
+    one it does not list is refused, with the reason, as for an unserved dtype."""
     unavailable: str | None = None
     """Why the candidate cannot run on this machine whatever the model (its kernels failed to
     build); set by a platform that probed its family, checked before everything else."""
@@ -62,6 +71,7 @@ class Requirements:
             weight_formats=meet(self.weight_formats, other.weight_formats),
             packages=tuple(dict.fromkeys((*self.packages, *other.packages))),
             min_capability=max(caps) if caps else None,
+            features=self.features | other.features,
             unavailable=self.unavailable or other.unavailable,
         )
 
@@ -98,6 +108,8 @@ class SelectionContext:
     so `dense` is checked only for a model with no quantized weights (a candidate that declares
     only quantized formats is not bound for a dense model)."""
     device_capability: tuple[int, int] | None = None
+    features: frozenset[str] = frozenset()
+    """The `FEATURE_OPS` features the model needs (`sinks`); checked only on the op each concerns."""
     package_present: Callable[[str], bool] = lambda name: True
 
 
@@ -123,6 +135,9 @@ def ineligibility(candidate: Candidate, ctx: SelectionContext) -> str | None:
         if unserved:
             shown = _dtype_name(value) if isinstance(value, torch.dtype) else ",".join(map(str, unserved))
             return f"{what} {shown} not supported (supports {_listed(allowed)})"
+    needed = sorted(f for f in ctx.features if FEATURE_OPS.get(f) == candidate.op and f not in req.features)
+    if needed and candidate.family != REFERENCE_FAMILY:
+        return f"model needs {', '.join(needed)}, which this candidate does not serve"
     missing = [p for p in req.packages if not ctx.package_present(p)]
     if missing:
         return f"{', '.join(missing)} not importable"

@@ -108,6 +108,8 @@ class ModelFacts:
     num_kv_heads: int | None = None
     page_size: int | None = None
     weight_format: str = "dense"
+    features: frozenset[str] = frozenset()
+    """Features only some kernels serve (`ops.selection.FEATURE_OPS`: attention sinks, biased experts)."""
 
     @property
     def gqa_ratio(self) -> int | None:
@@ -224,6 +226,7 @@ class Platform(ABC):
             gqa_ratio=facts.gqa_ratio,
             page_size=facts.page_size,
             weight_format=facts.weight_format,
+            features=facts.features,
             device_capability=self.device_capability() if availability.available else None,
             package_present=present,
         )

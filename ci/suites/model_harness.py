@@ -24,6 +24,7 @@ from transformers import (
     Gemma2Config,
     Gemma3TextConfig,
     Glm4MoeConfig,
+    GptOssConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
@@ -288,6 +289,35 @@ MODEL_SPECS += (
     ),
 )
 
+MODEL_SPECS += (
+    ModelSpec(
+        "gpt-oss-sinks",
+        GptOssConfig,
+        "GptOssForCausalLM",
+        {
+            "num_hidden_layers": 3,
+            "head_dim": 16,
+            "intermediate_size": 32,
+            "num_local_experts": 4,
+            "num_experts_per_tok": 2,
+            "sliding_window": 4,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 150000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 32,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+            },
+        },
+        note=(
+            "sinks on every head, sliding/global layers alternating (windows shorter than the prompts), "
+            "biased router and experts with the clamped SwiGLU, q/k/v/o biases, untruncated yarn"
+        ),
+    ),
+)
+
 SPECS_BY_NAME: dict[str, ModelSpec] = {spec.name: spec for spec in MODEL_SPECS}
 
 
@@ -298,7 +328,8 @@ def randomize_(model: torch.nn.Module, generator: torch.Generator) -> None:
     which attention is nearly uniform and a dropped bias, norm weight or mask barely moves the
     logits. Here matrices get std `1/sqrt(fan_in)` (attention is peaked, logits of order one),
     norm weights `1 + 0.2 N(0, 1)` and biases `0.2 N(0, 1)`, as are MoE routers' selection
-    biases (`e_score_correction_bias`, a buffer in transformers).
+    biases (`e_score_correction_bias`, a buffer in transformers); attention sinks (gpt-oss)
+    `N(0, 1)`, comparable to the scores they compete with.
     """
     with torch.no_grad():
         for name, buffer in model.named_buffers():
@@ -310,6 +341,8 @@ def randomize_(model: torch.nn.Module, generator: torch.Generator) -> None:
                 param.copy_(1.0 + 0.2 * noise)
             elif name.endswith("bias"):
                 param.copy_(0.2 * noise)
+            elif name.endswith("sinks"):
+                param.copy_(noise)
             else:
                 param.copy_(noise / param.shape[-1] ** 0.5)
 
@@ -404,7 +437,11 @@ class Target:
     def bind_for(self, config: ModelConfig, dtype: torch.dtype) -> OpTable:
         """Selects and binds the platform's kernels for this model, as the server does."""
         facts = ModelFacts(
-            dtype=dtype, head_dim=config.head_dim, num_heads=config.num_heads, num_kv_heads=config.num_kv_heads
+            dtype=dtype,
+            head_dim=config.head_dim,
+            num_heads=config.num_heads,
+            num_kv_heads=config.num_kv_heads,
+            features=config.op_features,
         )
         self.table = self.platform.bind_ops(facts, force_reference=self.spec.force_reference)
         return self.table

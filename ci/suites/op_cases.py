@@ -41,6 +41,9 @@ class OpCase:
     page_size: int | None = None
     attention_shape: tuple[int, int, int] | None = None
     """(query heads, KV heads, head dim) of attention cases: what candidates' requirements see."""
+    features: frozenset[str] = frozenset()
+    """The model features the case needs (`sinks`): candidates that do not serve them are skipped
+    with their declared reason."""
 
     @property
     def id(self) -> str:
@@ -77,17 +80,26 @@ def _rotary(
     return make
 
 
-def _moe_experts(tokens: int, experts: int, hidden: int, inter: int, top_k: int, act: str) -> Make:
+def _moe_experts(
+    tokens: int, experts: int, hidden: int, inter: int, top_k: int, act: str, biased: bool = False
+) -> Make:
+    """With `biased`, the experts' biases too, and gate/up projections three times larger, so
+    that the clamped SwiGLU's limits bind on some entries (the down projection eight times
+    smaller, keeping outputs of order one for the half-precision tolerances)."""
+
     def make(gen, dtype):
         weights, ids = distinct_logits(gen, tokens, experts, torch.float32).softmax(-1).topk(top_k, dim=-1)
-        return (
+        args = (
             randn(gen, tokens, hidden, dtype=dtype),
-            randn(gen, experts, 2 * inter, hidden, dtype=dtype, scale=hidden**-0.5),
-            randn(gen, experts, hidden, inter, dtype=dtype, scale=inter**-0.5),
+            randn(gen, experts, 2 * inter, hidden, dtype=dtype, scale=(3 if biased else 1) * hidden**-0.5),
+            randn(gen, experts, hidden, inter, dtype=dtype, scale=(0.125 if biased else 1) * inter**-0.5),
             weights / weights.sum(-1, keepdim=True),
             ids,
             act,
         )
+        if biased:
+            args += (randn(gen, experts, 2 * inter, dtype=dtype), randn(gen, experts, hidden, dtype=dtype))
+        return args
 
     return make
 
@@ -217,6 +229,7 @@ def _attention(scenario: str, layer: str, page_size: int) -> OpCase:
         check=_check_attention,
         page_size=page_size,
         attention_shape=pac.LAYERS[layer][:3],
+        features=frozenset({"sinks"}) if layer in pac.SINK_LAYERS else frozenset(),
     )
 
 
@@ -311,6 +324,13 @@ CASES: list[OpCase] = [
     OpCase("moe_experts", "e8_top2", _moe_experts(9, 8, 80, 48, 2, "silu")),
     # Sizes AITER's weight shuffle tiles (rows a multiple of 16, columns of 32).
     OpCase("moe_experts", "e8_top2_tiled", _moe_experts(6, 8, 64, 32, 2, "silu")),
+    # gpt-oss: biased experts and the clamped SwiGLU.
+    OpCase(
+        "moe_experts",
+        "biased_swigluoai",
+        _moe_experts(7, 4, 32, 16, 2, "swigluoai", biased=True),
+        features=frozenset({"expert_bias"}),
+    ),
     OpCase("apply_penalties", "3x40", _penalties(3, 40)),
     OpCase(
         "apply_token_bitmask",

@@ -40,7 +40,10 @@ LAYERS: dict[str, tuple[int, int, int, int | None, float | None]] = {
     # rank at --tp-size 4), head dim 256 with group 5. Few tokens keep the interpreter quick.
     "gqa7_d128": (7, 1, 128, None, None),
     "gqa5_d256": (5, 1, 256, None, None),
+    "gqa_window_sinks": (4, 2, 16, 4, None),
 }
+SINK_LAYERS = frozenset({"gqa_window_sinks"})
+"""Layers with attention sinks (gpt-oss): a learned logit per query head, drawn `N(0, 1)`."""
 
 PAGE_SIZES = (1, 16)
 VENDOR_PAGE_SIZES = (16, 32, 64)
@@ -60,6 +63,7 @@ CASES: tuple[tuple[str, str, int], ...] = (
     ("decode", "gqa7_d128", 16),
     ("mixed", "gqa7_d128", 32),
     ("cached_prefix", "gqa5_d256", 64),
+    *((s, "gqa_window_sinks", p) for s in ("cached_prefix", "mixed") for p in PAGE_SIZES),
 )
 """(scenario, layer, page size) the parity suites run: the full product of the short scenarios
 and the first four layers, and the long scenario, GQA ratio 8 and head dim 64 where they add
@@ -82,6 +86,8 @@ class AttentionScenario:
     step: AttentionInputs
     prefix_qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     step_qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    sinks: torch.Tensor | None = None
+    """`[Hq]` sink logits for a layer with sinks."""
 
 
 def page_slots(seq_lens: tuple[int, ...], page_size: int, gen: torch.Generator) -> tuple[list[torch.Tensor], int]:
@@ -122,13 +128,16 @@ def build(scenario: str, layer: str, page_size: int, dtype: torch.dtype, gen: to
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=dim,
-        layer=AttentionLayer(layer_id=0, scale=dim**-0.5, sliding_window=window, logit_softcap=softcap),
+        layer=AttentionLayer(
+            layer_id=0, scale=dim**-0.5, sliding_window=window, logit_softcap=softcap, sinks=layer in SINK_LAYERS
+        ),
         page_size=page_size,
         num_slots=num_slots,
         prefix=prefix,
         step=step,
         prefix_qkv=_qkv(sum(prefix_lens), heads, kv_heads, dim, dtype, gen),
         step_qkv=_qkv(sum(extend_lens), heads, kv_heads, dim, dtype, gen),
+        sinks=torch.randn(heads, generator=gen).to(dtype) if layer in SINK_LAYERS else None,
     )
 
 
@@ -139,11 +148,12 @@ def run(backend_cls: type, scenario: AttentionScenario) -> tuple[torch.Tensor, t
     backend = backend_cls(scenario.num_heads, scenario.num_kv_heads, scenario.head_dim, q.dtype, q.device)
     kv_buffer = torch.full(backend.kv_buffer_shape(scenario.num_slots), float("nan"), dtype=q.dtype, device=q.device)
     outputs = []
+    sinks = {} if scenario.sinks is None else {"sinks": scenario.sinks}
     for inputs, (q, k, v) in ((scenario.prefix, scenario.prefix_qkv), (scenario.step, scenario.step_qkv)):
         if not q.shape[0]:
             outputs.append(q.clone())
             continue
         metadata = backend.plan(inputs)
-        out, kv_buffer = backend.forward(q, k, v, kv_buffer, metadata, scenario.layer)
+        out, kv_buffer = backend.forward(q, k, v, kv_buffer, metadata, scenario.layer, **sinks)
         outputs.append(out)
     return outputs[0], outputs[1], kv_buffer

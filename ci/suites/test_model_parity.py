@@ -11,6 +11,8 @@ op forced to its reference implementation.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -40,8 +42,10 @@ from sglang.ops.binding import resolve, snapshot
 from sglang.platforms.tpu.backend import xla_cpu_requested
 
 TARGETS = target_params()
-INTERPRETED_SPECS = ("llama", "qwen3-moe", "gemma2-softcap")
-"""Under Triton's interpreter (slow): one dense, one MoE, and windowed soft-capped layers."""
+INTERPRETED_SPECS = ("llama", "qwen3-moe", "gemma2-softcap", "gpt-oss-sinks")
+"""Under Triton's interpreter (slow): one dense, one MoE, windowed soft-capped layers, and windowed
+layers with sinks (the Triton attention serves them; its MoE declares no biased experts, so the
+reference serves those, and selection says why)."""
 SPEC_NAMES = list(INTERPRETED_SPECS) if triton_interpreted() else [spec.name for spec in MODEL_SPECS]
 BF16_SPECS = ("llama", "qwen3-qknorm", "gemma2-softcap")
 REAL_SHAPE_SPECS = ("qwen3-gqa7-d128", "llama-gqa5-d256")
@@ -49,7 +53,7 @@ REAL_SHAPE_SPECS = ("qwen3-gqa7-d128", "llama-gqa5-d256")
 (about a minute per case on the CI machine); there op parity covers these shapes for the jax
 family, and a TPU runs them."""
 QUICK_SCHEDULE_SPECS = ("gemma2-softcap", "gemma3-local-rope", "phi3-longrope", "glm4-moe-grouped")
-MIXED_ONLY_SPECS = ("deepseek-v2-mla", "deepseek-v3-mla")
+MIXED_ONLY_SPECS = ("deepseek-v2-mla", "deepseek-v3-mla", "gpt-oss-sinks")
 """Specs whose schedules but `mixed` are `slow`: MLA's decode batching is covered by op parity and
 by greedy generation (decode steps after a prefill) by default."""
 """Specs whose `extend` and `cached-prefix` schedules are `slow` (CI budget): `mixed` holds a fresh
@@ -138,6 +142,7 @@ GREEDY_SPECS = (
     "glm4-moe-grouped",
     "deepseek-v3-mla",
     "deepseek-v2-mla",
+    "gpt-oss-sinks",
 )
 """Architectures whose greedy text is checked on every target (so it is identical across them)."""
 SLOW_GREEDY_SPECS = ("deepseek-v2-mla",)
@@ -208,6 +213,7 @@ VARIANT_BASELINES: dict[str, tuple[str, dict, bool]] = {
     "gemma3-window": ("gemma3-local-rope", {"layer_types": ["full_attention"] * 3}, True),
     "glm4-moe-groups": ("glm4-moe-grouped", {"n_group": 1, "topk_group": 1}, True),
     "glm4-moe-scaling": ("glm4-moe-grouped", {"routed_scaling_factor": 1.0}, True),
+    "gpt-oss-window": ("gpt-oss-sinks", {"layer_types": ["full_attention"] * 3}, True),
     "deepseek-v2-yarn": ("deepseek-v2-mla", {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
     "deepseek-v2-group-limited": ("deepseek-v2-mla", {"topk_method": "greedy"}, True),
     "deepseek-v3-mscale": (
@@ -237,6 +243,17 @@ def test_variant_is_exercised(case: str, checkpoints: CheckpointStore) -> None:
         assert difference > 0.05, f"{case}: the variant changes logits by only {difference:.3g}"
     else:
         assert difference < 1e-5, f"{case}: expected no change within the original context, got {difference:.3g}"
+
+
+def test_sinks_are_exercised(checkpoints: CheckpointStore) -> None:
+    """Dropping gpt-oss's sinks (a logit of -inf) changes transformers' logits, so parity above
+    really covers them (sinks are weights, not a config switch `test_variant_is_exercised` flips)."""
+    checkpoint = checkpoints.get("gpt-oss-sinks")
+    sinkless = copy.deepcopy(checkpoint.hf_model)
+    with torch.no_grad():
+        for layer in sinkless.model.layers:
+            layer.self_attn.sinks.fill_(-1e4)
+    assert max_abs_error(hf_logits(sinkless, checkpoint.prompts), checkpoint.reference) > 0.05
 
 
 def test_runner_slots_are_non_contiguous(checkpoints: CheckpointStore) -> None:

@@ -31,7 +31,14 @@ SEED_ENV = "SGLANG_TEST_SEED"
 
 def case_facts(case: OpCase, dtype: torch.dtype) -> ModelFacts:
     heads, kv_heads, head_dim = case.attention_shape or (None, None, None)
-    return ModelFacts(dtype=dtype, head_dim=head_dim, num_heads=heads, num_kv_heads=kv_heads, page_size=case.page_size)
+    return ModelFacts(
+        dtype=dtype,
+        head_dim=head_dim,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        page_size=case.page_size,
+        features=case.features,
+    )
 
 
 def parity_params() -> list[Any]:

@@ -1,5 +1,6 @@
 """Self-attention of a decoder layer: fused QKV projection, optional per-head q/k norm, rotary,
-paged attention through the platform's backend, output projection.
+paged attention through the platform's backend (with per-head sink logits where the config has
+them), output projection.
 
 Under tensor parallelism a rank computes its share of the heads (`attention_heads`): QKV is
 column-parallel, the output projection row-parallel (summed over ranks)."""
@@ -14,10 +15,11 @@ from sglang import ops
 from sglang.ops.attention import AttentionLayer
 from sglang.ops.step import ForwardContext
 from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.layers.linear import empty_parameter
 from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.norm import RMSNorm
 from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
-from sglang.runtime.layers.sharding import attention_heads
+from sglang.runtime.layers.sharding import Reads, attention_heads
 from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.traits import DecoderTraits
 
@@ -37,7 +39,11 @@ class SelfAttention(Module):
             bias=config.attention_bias,
             dtype=dtype,
         )
-        self.o_proj = RowParallelLinear(q_rows, config.hidden_size, dtype=dtype)
+        self.o_proj = RowParallelLinear(
+            q_rows, config.hidden_size, dtype=dtype, bias=traits.output_bias and config.attention_bias
+        )
+        self.q_heads = q_heads
+        self.sinks = empty_parameter(self.num_heads, dtype=dtype) if config.attention_sinks else None
         head_norm = functools.partial(RMSNorm, config.head_dim, config.rms_norm_eps, dtype, traits.norm_unit_offset)
         self.q_norm = head_norm() if traits.qk_norm else None
         self.k_norm = head_norm() if traits.qk_norm else None
@@ -46,7 +52,14 @@ class SelfAttention(Module):
             scale=config.attention_scale,
             sliding_window=config.sliding_window_for(layer_id),
             logit_softcap=config.attn_logit_softcap,
+            sinks=config.attention_sinks,
         )
+
+    def checkpoint_reads(self, name: str) -> Reads:
+        """This rank's heads' sink logits (its projections declare their own reads)."""
+        if self.sinks is None or self.q_heads.whole:
+            return {}
+        return {f"{name}.sinks": self.q_heads.index(0)}
 
     def forward(
         self, positions: torch.Tensor, hidden: torch.Tensor, cos_sin: torch.Tensor, ctx: ForwardContext
@@ -61,7 +74,8 @@ class SelfAttention(Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = ops.apply_rotary(positions, q, k, cos_sin)
         layer_id = self.layer.layer_id
+        sinks = {} if self.sinks is None else {"sinks": self.sinks}  # only backends that serve sinks take it
         out, ctx.kv_buffers[layer_id] = ctx.attn_backend.forward(
-            q, k, v, ctx.kv_buffers[layer_id], ctx.attn_metadata, self.layer
+            q, k, v, ctx.kv_buffers[layer_id], ctx.attn_metadata, self.layer, **sinks
         )
         return self.o_proj(out.flatten(-2))

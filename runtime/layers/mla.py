@@ -4,7 +4,11 @@ attention through the platform's MLA backend (`ops.mla_backend`), output project
 
 Only the latent and the rotary key reach the backend (and its cache); the per-head key and
 value up-projections are handed over as `kv_b_proj`'s two halves, so a backend may absorb them.
-Tensor parallelism is refused at construction: the heads are not split yet.
+Under tensor parallelism a rank computes its share of the heads, as upstream SGLang splits
+them: the query projection (`q_proj`, or `q_b_proj` after the replicated bottleneck) and
+`kv_b_proj` are column-parallel by head, the output projection row-parallel (summed over ranks);
+the latent projection `kv_a_proj_with_mqa` and its norm are replicated, so every rank caches the
+same latent rows (the cache is per token, not per head).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.layers.linear import Linear
 from sglang.runtime.layers.module import Module
 from sglang.runtime.layers.norm import RMSNorm
+from sglang.runtime.layers.parallel import ColumnParallelLinear, RowParallelLinear
+from sglang.runtime.layers.sharding import even_split
 from sglang.runtime.models.config import ModelConfig
 
 
@@ -26,25 +32,27 @@ class LatentAttention(Module):
         super().__init__()
         mla = config.mla
         assert mla is not None, "LatentAttention needs a config with MLA ranks"
-        if tp_group().size > 1:
-            raise ValueError("multi-head latent attention does not support tensor parallelism yet (--tp-size 1)")
         self.mla = mla
-        self.num_heads = config.num_heads
+        heads = even_split(config.num_heads, tp_group(), "the number of attention heads")
+        self.num_heads = heads.size
         self.num_kv_heads = 1
         """The cache holds one latent row per token, shared by every head."""
-        hidden, heads, bias = config.hidden_size, config.num_heads, config.attention_bias
-        q_rows = heads * mla.qk_head_dim
+        hidden, bias = config.hidden_size, config.attention_bias
+
+        def by_head(name: str, in_features: int, head_width: int) -> ColumnParallelLinear:
+            return ColumnParallelLinear(name, in_features, {name: heads.scaled(head_width)}, False, dtype)
+
         if mla.q_lora_rank is None:
-            self.q_proj: Linear | None = Linear(hidden, q_rows, False, dtype)
+            self.q_proj: Linear | None = by_head("q_proj", hidden, mla.qk_head_dim)
         else:
             self.q_proj = None
             self.q_a_proj = Linear(hidden, mla.q_lora_rank, bias, dtype)
             self.q_a_layernorm = RMSNorm(mla.q_lora_rank, config.rms_norm_eps, dtype)
-            self.q_b_proj = Linear(mla.q_lora_rank, q_rows, False, dtype)
+            self.q_b_proj = by_head("q_b_proj", mla.q_lora_rank, mla.qk_head_dim)
         self.kv_a_proj_with_mqa = Linear(hidden, mla.kv_lora_rank + mla.qk_rope_head_dim, bias, dtype)
         self.kv_a_layernorm = RMSNorm(mla.kv_lora_rank, config.rms_norm_eps, dtype)
-        self.kv_b_proj = Linear(mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), False, dtype)
-        self.o_proj = Linear(heads * mla.v_head_dim, hidden, bias, dtype)
+        self.kv_b_proj = by_head("kv_b_proj", mla.kv_lora_rank, mla.qk_nope_head_dim + mla.v_head_dim)
+        self.o_proj = RowParallelLinear(heads.scaled(mla.v_head_dim), hidden, dtype=dtype, bias=bias)
         scale = mla.qk_head_dim**-0.5 * config.rope_scaling.softmax_scale_factor
         self.layer = AttentionLayer(layer_id=layer_id, scale=scale)
 

@@ -1,5 +1,6 @@
 """A sparse mixture-of-experts block: router (softmax top-k, DeepSeek-V2's group-limited softmax,
-or DeepSeek-V3's grouped sigmoid routing), stacked experts, an optional shared expert (gated as in Qwen2-MoE, or not).
+or DeepSeek-V3's grouped sigmoid routing), stacked experts (with biases and gpt-oss's clamped
+SwiGLU where the config says so), an optional shared expert (gated as in Qwen2-MoE, or not).
 
 Under tensor parallelism every rank holds every expert, each split over its intermediate size
 (gate/up rows, down columns) as in a dense MLP; the router is replicated and the experts'
@@ -14,7 +15,7 @@ from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.layers.linear import Linear, Shards, empty_parameter
 from sglang.runtime.layers.mlp import GatedMLP, gated_activation_op
 from sglang.runtime.layers.module import Module
-from sglang.runtime.layers.sharding import Reads, even_split
+from sglang.runtime.layers.sharding import Reads, ShardingError, even_split
 from sglang.runtime.models.config import ModelConfig
 
 # Checkpoints name an expert's projections either Llama-style or Mixtral-style (w1/w3/w2).
@@ -26,16 +27,31 @@ _DOWN_NAMES = ("down_proj", "w2")
 class Experts(Module):
     """`gate_up_proj` `[E, 2I, H]` (`[gate | up]` per expert) and `down_proj` `[E, H, I]`: the
     stacked layout `ops.moe_experts` takes, and the one transformers v5 keeps in memory. `I` is
-    this rank's share of the intermediate size."""
+    this rank's share of the intermediate size. With `biased` (gpt-oss) `gate_up_bias` `[E, 2I]`
+    and `down_bias` `[E, H]` as well, filled from per-expert `.bias` tensors."""
 
-    def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, dtype: torch.dtype) -> None:
+    def __init__(
+        self, num_experts: int, hidden_size: int, intermediate_size: int, dtype: torch.dtype, biased: bool = False
+    ) -> None:
         super().__init__()
         self.group = tp_group()
         self.split = even_split(intermediate_size, self.group, "the expert intermediate size")
+        if biased and not self.split.whole:
+            # The down bias would be summed once per rank by the all-reduce of the partial outputs.
+            raise ShardingError("experts with biases (gpt-oss) are not supported under tensor parallelism")
         self.num_experts = num_experts
         self.intermediate_size = width = self.split.size
         self.gate_up_proj = empty_parameter(num_experts, 2 * width, hidden_size, dtype=dtype)
         self.down_proj = empty_parameter(num_experts, hidden_size, width, dtype=dtype)
+        self.gate_up_bias = empty_parameter(num_experts, 2 * width, dtype=dtype) if biased else None
+        self.down_bias = empty_parameter(num_experts, hidden_size, dtype=dtype) if biased else None
+
+    def biases(self) -> dict[str, torch.Tensor]:
+        """The keyword arguments `ops.moe_experts` takes for the biases (none without them, so
+        candidates that serve no biases keep their signature)."""
+        if self.gate_up_bias is None:
+            return {}
+        return {"w13_bias": self.gate_up_bias, "w2_bias": self.down_bias}
 
     def checkpoint_shards(self) -> Shards:
         width = self.intermediate_size
@@ -48,6 +64,10 @@ class Experts(Module):
             ):
                 for name in names:
                     shards[f"experts.{e}.{name}.weight"] = (f"experts.{param}", index)
+            if self.gate_up_bias is not None:
+                shards[f"experts.{e}.gate_proj.bias"] = ("experts.gate_up_bias", (e, slice(0, width)))
+                shards[f"experts.{e}.up_proj.bias"] = ("experts.gate_up_bias", (e, slice(width, 2 * width)))
+                shards[f"experts.{e}.down_proj.bias"] = ("experts.down_bias", (e,))
         return shards
 
     def checkpoint_reads(self, name: str) -> Reads:
@@ -88,12 +108,14 @@ class SparseMoE(Module):
         moe = config.moe
         assert moe is not None, "SparseMoE needs a config with experts"
         self.moe = moe
-        self.activation = config.hidden_act
-        gated_activation_op(config.hidden_act)
+        self.activation = moe.activation or config.hidden_act
+        gated_activation_op(self.activation)
         self.gate: Module = (
-            GroupedRouter(config, dtype) if moe.grouped else Linear(config.hidden_size, moe.num_experts, False, dtype)
+            GroupedRouter(config, dtype)
+            if moe.grouped
+            else Linear(config.hidden_size, moe.num_experts, moe.biased, dtype)
         )
-        self.experts = Experts(moe.num_experts, config.hidden_size, moe.intermediate_size, dtype)
+        self.experts = Experts(moe.num_experts, config.hidden_size, moe.intermediate_size, dtype, moe.biased)
         self.shared_expert: GatedMLP | None = None
         self.shared_expert_gate: Linear | None = None
         if moe.shared_expert_intermediate_size:
@@ -116,7 +138,9 @@ class SparseMoE(Module):
             if m.routed_scaling != 1.0:  # DeepSeek-V2's greedy routing scales; Mixtral and Qwen do not
                 weights = weights * m.routed_scaling
         experts = self.experts
-        out = ops.moe_experts(x, experts.gate_up_proj, experts.down_proj, weights, expert_ids, self.activation)
+        out = ops.moe_experts(
+            x, experts.gate_up_proj, experts.down_proj, weights, expert_ids, self.activation, **experts.biases()
+        )
         out = experts.group.comm.all_reduce(out)
         if self.shared_expert_gate is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
@@ -133,7 +157,7 @@ class SparseMoE(Module):
         x = torch.zeros(1, weight.shape[-1], dtype=weight.dtype, device=weight.device)
         route = torch.ones(1, 1, dtype=torch.float32, device=weight.device)
         first = torch.zeros(1, 1, dtype=torch.int64, device=weight.device)
-        ops.moe_experts(x, weight, experts.down_proj, route, first, self.activation)
+        ops.moe_experts(x, weight, experts.down_proj, route, first, self.activation, **experts.biases())
 
 
 def prime_moe_layers(model: torch.nn.Module) -> None:

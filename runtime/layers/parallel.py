@@ -41,12 +41,14 @@ class ColumnParallelLinear(MergedLinear):
 
 
 class RowParallelLinear(Linear):
-    """`x @ W.T` for `W`'s columns `split`; `x` holds the matching features (the output of a
-    column-parallel layer). No bias: a bias would have to be added once, after the sum, and no
-    supported architecture has one here."""
+    """`x @ W.T (+ b)` for `W`'s columns `split`; `x` holds the matching features (the output of
+    a column-parallel layer). A bias (gpt-oss's `o_proj`) is replicated and added once, after the
+    sum over ranks."""
 
-    def __init__(self, split: Split, out_features: int, dtype: torch.dtype, group: TPGroup | None = None) -> None:
-        super().__init__(split.size, out_features, bias=False, dtype=dtype)
+    def __init__(
+        self, split: Split, out_features: int, dtype: torch.dtype, group: TPGroup | None = None, bias: bool = False
+    ) -> None:
+        super().__init__(split.size, out_features, bias=bias, dtype=dtype)
         self.split = split
         self.group = group or tp_group()
 
@@ -54,7 +56,8 @@ class RowParallelLinear(Linear):
         return {} if self.split.whole else {f"{name}.weight": self.split.index(1)}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.group.comm.all_reduce(super().forward(x))
+        out = self.group.comm.all_reduce(ops.linear(x, self.weight))
+        return out if self.bias is None else out + self.bias
 
 
 def vocab_split(vocab_size: int, group: TPGroup) -> Split:

@@ -88,6 +88,7 @@ def model_facts(
         num_kv_heads=kv_heads.size,
         page_size=args.page_size,
         weight_format=planned_formats(plan.kept, plan.target) if plan is not None else "dense",
+        features=config.op_features,
     )
 
 

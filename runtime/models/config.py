@@ -36,6 +36,11 @@ class MoEConfig:
     topk_groups: int = 1
     routed_scaling: float = 1.0
     """Routed experts' weights are multiplied by it (`routed_scaling_factor`), in every routing."""
+    biased: bool = False
+    """The router and every expert projection have biases (gpt-oss)."""
+    activation: str | None = None
+    """The experts' gated activation where it is not the config's `hidden_act` (gpt-oss's
+    clamped SwiGLU, `swigluoai`)."""
 
     def is_moe_layer(self, layer_id: int) -> bool:
         return layer_id not in self.dense_layers and (layer_id + 1) % self.sparse_step == 0
@@ -94,7 +99,15 @@ class ModelConfig:
     mla: MLAConfig | None = None
     """Set for multi-head latent attention; `head_dim` is then its rotary head dim (as transformers
     sets it), which is what the rotary table covers."""
+    attention_sinks: bool = False
+    """Every attention head has a learned sink logit each query also attends to (gpt-oss)."""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def op_features(self) -> frozenset[str]:
+        """The model features only some kernels serve (`ops.selection.FEATURE_OPS`)."""
+        moe_biased = self.moe is not None and self.moe.biased
+        return frozenset({"sinks"} if self.attention_sinks else ()) | frozenset({"expert_bias"} if moe_biased else ())
 
     def sliding_window_for(self, layer_id: int) -> int | None:
         if self.sliding_window is None:
@@ -118,6 +131,7 @@ class ModelConfig:
         num_heads = raw["num_attention_heads"]
         eos = raw.get("eos_token_id")
         mla = _mla_config(raw)
+        _refuse_unsupported_quantization(raw)
         return cls(
             architectures=tuple(raw.get("architectures") or ()),
             hidden_size=raw["hidden_size"],
@@ -144,6 +158,7 @@ class ModelConfig:
             attn_logit_softcap=raw.get("attn_logit_softcapping"),
             final_logit_softcap=raw.get("final_logit_softcapping"),
             mla=mla,
+            attention_sinks=raw.get("model_type") == "gpt_oss",
             raw=raw,
         )
 
@@ -159,6 +174,20 @@ def _mla_config(raw: dict[str, Any]) -> MLAConfig | None:
         q_lora_rank=raw.get("q_lora_rank"),
         rope_interleaved=raw.get("model_type") == "deepseek_v2" or bool(raw.get("rope_interleave", True)),
     )
+
+
+_UNSUPPORTED_QUANTIZATION = {
+    "mxfp4": "MXFP4 checkpoints (gpt-oss's released weights) are not supported: no kernel family here "
+    "serves MXFP4 experts; load a bf16 copy of the weights (with --quantization int8/int4 if wanted)",
+}
+
+
+def _refuse_unsupported_quantization(raw: dict[str, Any]) -> None:
+    method = (raw.get("quantization_config") or {}).get("quant_method")
+    if method is None:
+        return
+    reason = _UNSUPPORTED_QUANTIZATION.get(method, f"checkpoints quantized with {method!r} are not supported")
+    raise ValueError(reason)
 
 
 def _rope_sections(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -208,16 +237,33 @@ def _moe_config(raw: dict[str, Any]) -> MoEConfig | None:
     intermediate = raw.get("moe_intermediate_size") or raw["intermediate_size"]
     if "n_routed_experts" in raw:  # DeepSeek V2/V3 and GLM-4-MoE
         return _deepseek_moe_config(raw, num_experts, intermediate)
+    gpt_oss = raw.get("model_type") == "gpt_oss"
+    if gpt_oss:
+        _check_gpt_oss_swiglu(raw)
     return MoEConfig(
         num_experts=num_experts,
         top_k=raw["num_experts_per_tok"],
         intermediate_size=intermediate,
+        biased=gpt_oss,
+        activation="swigluoai" if gpt_oss else None,
         # Mixtral always renormalizes the selected weights; Qwen-MoE configs say whether to.
         renormalize=bool(raw.get("norm_topk_prob", True)),
         shared_expert_intermediate_size=raw.get("shared_expert_intermediate_size") or 0,
         sparse_step=raw.get("decoder_sparse_step") or 1,
         dense_layers=tuple(raw.get("mlp_only_layers") or ()),
     )
+
+
+def _check_gpt_oss_swiglu(raw: dict[str, Any]) -> None:
+    """gpt-oss's clamped SwiGLU has fixed constants (`ops.activation.clamped_swiglu_and_mul`)."""
+    from sglang.ops.activation import SWIGLU_ALPHA, SWIGLU_LIMIT
+
+    declared = (raw.get("swiglu_alpha", SWIGLU_ALPHA), raw.get("swiglu_limit", SWIGLU_LIMIT))
+    if declared != (SWIGLU_ALPHA, SWIGLU_LIMIT):
+        raise ValueError(
+            f"gpt-oss SwiGLU with alpha={declared[0]}, limit={declared[1]} is not supported "
+            f"(supported: alpha={SWIGLU_ALPHA}, limit={SWIGLU_LIMIT})"
+        )
 
 
 _DEEPSEEK_ROUTINGS = ("sigmoid/noaux_tc", "softmax/group_limited_greedy", "softmax/greedy")

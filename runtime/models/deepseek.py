@@ -24,7 +24,8 @@ class DeepseekV2ForCausalLM(Glm4MoeForCausalLM):
         mla = self.config.mla
         if mla is None:
             raise ValueError(f"{type(self).__name__} needs a config with MLA ranks (kv_lora_rank)")
-        return ops.mla_backend(self.config.num_heads, mla.kv_lora_rank, mla.qk_rope_head_dim, self.dtype, device)
+        heads, _ = self.attention_heads  # this rank's share under tensor parallelism
+        return ops.mla_backend(heads, mla.kv_lora_rank, mla.qk_rope_head_dim, self.dtype, device)
 
 
 class DeepseekV3ForCausalLM(DeepseekV2ForCausalLM):

@@ -17,6 +17,7 @@ ARCHITECTURES: dict[str, str] = {
     "Glm4MoeForCausalLM": "sglang.runtime.models.glm:Glm4MoeForCausalLM",
     "DeepseekV2ForCausalLM": "sglang.runtime.models.deepseek:DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM": "sglang.runtime.models.deepseek:DeepseekV3ForCausalLM",
+    "GptOssForCausalLM": "sglang.runtime.models.gpt_oss:GptOssForCausalLM",
     "MixtralForCausalLM": "sglang.runtime.models.mixture:MixtralForCausalLM",
     "Qwen2MoeForCausalLM": "sglang.runtime.models.mixture:Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM": "sglang.runtime.models.mixture:Qwen3MoeForCausalLM",

@@ -20,3 +20,6 @@ class DecoderTraits:
     norm is then `pre_feedforward_layernorm`)."""
     scaled_embedding: bool = False
     """Embeddings are multiplied by `sqrt(hidden_size)`, rounded to the model dtype (Gemma)."""
+    output_bias: bool = False
+    """The attention output projection has a bias when the config's `attention_bias` is on
+    (gpt-oss); Llama-style configs put it on q/k/v only here."""

@@ -5,7 +5,8 @@ KV head (replicated on both ranks), Llama with 3 KV heads (GQA groups dealt out 
 (q/k norm, head_dim != hidden / heads), Qwen2-MoE (QKV biases, experts and a shared expert) and
 Mixtral (experts under a checkpoint rename), Gemma 2 (windows, soft-caps, sandwich norms), Phi-3
 (q/k/v and gate/up stored fused, each part cut by its own split) and GLM-4-MoE (grouped routing
-over a replicated router, shared experts, a dense first layer).
+over a replicated router, shared experts, a dense first layer) and DeepSeek-V2 (multi-head latent
+attention with its heads split and the latent projection replicated; group-limited routing).
 
 Each rank loads its shard with the server's loader from the saved safetensors folder, reading
 only its slices."""
@@ -52,6 +53,7 @@ TP_SPECS = (
     _spec("gemma2-softcap"),
     _spec("phi3-longrope"),
     _spec("glm4-moe-grouped"),
+    _spec("deepseek-v2-mla"),
 )
 
 

@@ -1,9 +1,10 @@
 """The paged reference attention against dense attention on unpaged K/V.
 
 The oracle never sees the page table: it rebuilds each sequence's keys and values from the
-packed step inputs and runs torch's SDPA (or, with logit soft-capping, which SDPA lacks, an
-explicit float64 softmax) under a mask built position by position. The KV buffer written by the
-reference must hold every token's K/V at its slot and leave every other slot untouched.
+packed step inputs and runs torch's SDPA (or, with logit soft-capping or sinks, which SDPA
+lacks, an explicit float64 softmax whose denominator gains `exp(sink)` per head) under a mask
+built position by position. The KV buffer written by the reference must hold every token's K/V
+at its slot and leave every other slot untouched.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def oracle(scenario: pac.AttentionScenario) -> torch.Tensor:
         q = scenario.step_qkv[0][step.q_starts[i] : step.q_starts[i + 1]]
         k, v = dense_kv(scenario, i)
         mask = visible(prefix_len, q.shape[0], seq_len, layer.sliding_window)
-        if layer.logit_softcap is None:
+        if layer.logit_softcap is None and scenario.sinks is None:
             out = F.scaled_dot_product_attention(
                 q.transpose(0, 1),
                 k.transpose(0, 1),
@@ -63,8 +64,13 @@ def oracle(scenario: pac.AttentionScenario) -> torch.Tensor:
         else:
             k64, v64 = (t.double().repeat_interleave(group, dim=1) for t in (k, v))
             scores = torch.einsum("qhd,khd->hqk", q.double(), k64) * layer.scale
-            scores = layer.logit_softcap * torch.tanh(scores / layer.logit_softcap)
-            probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+            if layer.logit_softcap is not None:
+                scores = layer.logit_softcap * torch.tanh(scores / layer.logit_softcap)
+            exp_scores = scores.masked_fill(~mask, float("-inf")).exp()
+            denominator = exp_scores.sum(-1, keepdim=True)
+            if scenario.sinks is not None:
+                denominator = denominator + scenario.sinks.double().exp()[:, None, None]
+            probs = exp_scores / denominator
             out = torch.einsum("hqk,khd->qhd", probs, v64).float()
         outputs.append(out)
     return torch.cat(outputs)

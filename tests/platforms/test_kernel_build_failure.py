@@ -36,9 +36,10 @@ def test_failed_family_loses_every_op_with_the_reason(monkeypatch: pytest.Monkey
     monkeypatch.setattr(platform_module, "probe_failure", lambda name: REASON if name == "cpu_cpp" else None)
     table = CpuPlatform().select_ops(ModelFacts(dtype=torch.float32, weight_format="dense,int4_g32"))
     assert table["attention_backend"].chosen.family == "torch_native"
+    assert table["mla_backend"].chosen.family == "torch_native"
     assert table["linear"].chosen.family == "reference"
     lost = [r for c in table.choices for r in c.rejected if r.candidate.family == "cpu_cpp"]
-    assert len(lost) == 6 and all(r.reason == REASON and not r.eligible for r in lost)
+    assert len(lost) == 7 and all(r.reason == REASON and not r.eligible for r in lost)
     assert REASON in table.render()
 
 

@@ -4,7 +4,7 @@ Extend rows (prefill) are SDPA's, as in torch_native. Decode rows are not gather
 `[B, Hk, Lmax, D]` block: the kernel walks each row's slot list in the pool itself, so a step
 reads each cached K/V once (the gather read it, wrote a copy, and SDPA read the copy again;
 at ~1000-token contexts that copy dominated decode). Float32 pools only; layers with a sliding
-window or logit soft-capping keep the SDPA path (the kernel has neither).
+window, logit soft-capping or sinks keep the SDPA path (the kernel has none of them).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ class PoolDecodeAttention(SdpaAttention):
             return f"{type(self).__name__} captures float32 KV pools only, not {self.dtype}"
         unserved = [layer.layer_id for layer in limits.layers if not self._serves(layer)]
         if unserved:
-            return f"{type(self).__name__} cannot capture layers with a sliding window or soft-capping ({unserved})"
+            kinds = "a sliding window, soft-capping or sinks"
+            return f"{type(self).__name__} cannot capture layers with {kinds} ({unserved})"
         self._slots = torch.zeros(limits.max_kv_entries, dtype=torch.long)
         self._starts = torch.zeros(limits.max_batch + 1, dtype=torch.long)
         self._new_slots = torch.zeros(limits.max_batch, dtype=torch.long)
@@ -82,23 +83,23 @@ class PoolDecodeAttention(SdpaAttention):
         self._starts[: batch + 1].copy_(starts)
         self._new_slots[:batch].copy_(inputs.kv_slots[starts[1:] - 1])
 
-    def forward(self, q, k, v, kv_buffer, metadata, layer):
+    def forward(self, q, k, v, kv_buffer, metadata, layer, sinks=None):
         if not metadata.extend_rows and self._reads_pool(q, kv_buffer, metadata, layer):
             # A decode-only step: every query row is a decode row, in order; the kernel stores the
             # new K/V rows itself (two index copies fewer per layer).
             args = (q, k, v, kv_buffer, metadata.new_slots, metadata.pool_slots, metadata.pool_starts, layer.scale)
             return kernel_ops().decode_attention_store(*args), kv_buffer
-        return super().forward(q, k, v, kv_buffer, metadata, layer)
+        return super().forward(q, k, v, kv_buffer, metadata, layer, sinks)
 
-    def _decode(self, q, kv_buffer, meta, layer) -> torch.Tensor:
+    def _decode(self, q, kv_buffer, meta, layer, sinks=None) -> torch.Tensor:
         if not self._reads_pool(q, kv_buffer, meta, layer):
-            return super()._decode(q, kv_buffer, self._padded(meta), layer)
+            return super()._decode(q, kv_buffer, self._padded(meta), layer, sinks)
         queries = q[meta.decode_q_index]
         return kernel_ops().decode_attention(queries, kv_buffer, meta.pool_slots, meta.pool_starts, layer.scale)
 
     @staticmethod
     def _serves(layer: AttentionLayer) -> bool:
-        return layer.sliding_window is None and layer.logit_softcap is None
+        return layer.sliding_window is None and layer.logit_softcap is None and not layer.sinks
 
     def _reads_pool(self, q, kv_buffer, meta: PoolAttentionMetadata, layer: AttentionLayer) -> bool:
         """Whether the kernel serves this layer's decode rows (else the SDPA path does)."""

@@ -150,6 +150,9 @@ def _register_fakes() -> None:
     torch.library.register_fake(f"{NAME}::decode_attention_store")(
         lambda q, k, v, kv, new_slots, slots, starts, scale: torch.empty_like(q)
     )
+    torch.library.register_fake(f"{NAME}::mla_decode")(
+        lambda query, kv, slots, starts, rank, scale: query.new_empty((*query.shape[:2], rank))
+    )
     torch.library.register_fake(f"{NAME}::rms_norm")(lambda x, weight, eps: torch.empty_like(x))
     torch.library.register_fake(f"{NAME}::fused_add_rms_norm")(
         lambda x, residual, weight, eps: (torch.empty_like(x), torch.empty_like(x))

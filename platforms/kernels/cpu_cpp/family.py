@@ -1,5 +1,6 @@
 """The cpu_cpp family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear,
-paged decode attention that reads the KV pool in place, and the small float32 ops around them
+paged decode attention that reads the KV pool in place (K/V, and MLA's latent in the absorbed
+form), and the small float32 ops around them
 (RMSNorm, rotary, SiLU-and-mul), which at decode cost more through torch's dispatch than they compute.
 
 The kernels are built once per machine and cached (see build.py) and take float32 activations, so
@@ -23,7 +24,7 @@ FAMILY = KernelFamily(
     name="cpu_cpp",
     probe=f"{_HERE}.build:build_failure",
     description="C++ host kernels (AVX2/FMA): int8/int4 weight linear (int16 activations at decode), "
-    "in-place paged decode attention, RMSNorm, rotary, SiLU-and-mul; float32",
+    "in-place paged decode attention (K/V and MLA's latent), RMSNorm, rotary, SiLU-and-mul; float32",
     candidates=(
         Candidate(
             "linear",
@@ -35,7 +36,11 @@ FAMILY = KernelFamily(
             "attention_backend",
             "cpu_cpp",
             f"{_HERE}.attention:PoolDecodeAttention",
-            Requirements(dtypes=frozenset({torch.float32})),
+            # Layers with sinks take the torch_native (SDPA) path it extends.
+            Requirements(dtypes=frozenset({torch.float32}), features=frozenset({"sinks"})),
+        ),
+        Candidate(
+            "mla_backend", "cpu_cpp", f"{_HERE}.mla:PoolDecodeMLA", Requirements(dtypes=frozenset({torch.float32}))
         ),
         *(
             Candidate(op, "cpu_cpp", f"{_HERE}.elementwise:{op}", Requirements(dtypes=frozenset({torch.float32})))

@@ -5,6 +5,9 @@ Decode rows (one new token) are batched: their cached K/V are gathered into a pa
 (`enable_gqa`) serves them all. Extend rows (prefill, possibly after a cached prefix) run one
 SDPA call per sequence with a bottom-right causal mask. GQA broadcasting inside SDPA is several
 times faster on a CPU than repeating K/V first.
+
+Attention sinks (gpt-oss) stay in SDPA: one zero key and value are appended, and the additive
+mask gives that key each head's sink logit, so it enters the softmax's denominator only.
 """
 
 from __future__ import annotations
@@ -62,14 +65,14 @@ class SdpaAttention(AttentionBackend):
             meta.decode_valid = (torch.arange(max_len)[None, :] < lens[:, None])[:, None, None, :]
         return meta
 
-    def forward(self, q, k, v, kv_buffer, metadata, layer):
+    def forward(self, q, k, v, kv_buffer, metadata, layer, sinks=None):
         if layer.logit_softcap is not None:
             # SDPA has no logit soft-capping; the reference computes it exactly.
-            return ReferenceAttention.forward(self, q, k, v, kv_buffer, metadata, layer)
+            return ReferenceAttention.forward(self, q, k, v, kv_buffer, metadata, layer, sinks)
         kv_buffer = reference_store_kv(kv_buffer, metadata.new_slots, k, v)
         out = torch.empty_like(q)
         if metadata.decode_rows is not None:
-            out[metadata.decode_q_index] = self._decode(q, kv_buffer, metadata, layer)
+            out[metadata.decode_q_index] = self._decode(q, kv_buffer, metadata, layer, sinks)
         inputs = metadata.inputs
         q_starts, kv_starts = inputs.q_starts, inputs.kv_starts
         for i in metadata.extend_rows:
@@ -78,18 +81,20 @@ class SdpaAttention(AttentionBackend):
             queries = q[q_starts[i] : q_starts[i + 1]].transpose(0, 1)
             keys = kv_buffer[0, slots].transpose(0, 1)
             values = kv_buffer[1, slots].transpose(0, 1)
-            if prefix_len == 0 and layer.sliding_window is None:
+            if prefix_len == 0 and layer.sliding_window is None and sinks is None:
                 mask, causal = None, True
             else:
                 positions = torch.arange(prefix_len, seq_len, device=q.device)
                 mask, causal = visible_mask(positions, seq_len, layer.sliding_window), False
+            if sinks is not None:
+                keys, values, mask = with_sink_key(keys, values, mask.expand(queries.shape[0], -1, -1), sinks)
             attended = F.scaled_dot_product_attention(
                 queries, keys, values, attn_mask=mask, is_causal=causal, scale=layer.scale, enable_gqa=True
             )
             out[q_starts[i] : q_starts[i + 1]] = attended.transpose(0, 1)
         return out, kv_buffer
 
-    def _decode(self, q, kv_buffer, meta: SdpaAttentionMetadata, layer) -> torch.Tensor:
+    def _decode(self, q, kv_buffer, meta: SdpaAttentionMetadata, layer, sinks=None) -> torch.Tensor:
         queries = q[meta.decode_q_index].unsqueeze(2)
         keys = kv_buffer[0][meta.decode_slots].transpose(1, 2)
         values = kv_buffer[1][meta.decode_slots].transpose(1, 2)
@@ -98,7 +103,23 @@ class SdpaAttention(AttentionBackend):
             positions = torch.arange(valid.shape[-1])
             in_window = positions[None, :] >= (meta.decode_seq_lens[:, None] - layer.sliding_window)
             valid = valid & in_window[:, None, None, :]
+        if sinks is not None:
+            keys, values, valid = with_sink_key(keys, values, valid.expand(-1, queries.shape[1], -1, -1), sinks)
         attended = F.scaled_dot_product_attention(
             queries, keys, values, attn_mask=valid, scale=layer.scale, enable_gqa=True
         )
         return attended.squeeze(2)
+
+
+def with_sink_key(
+    keys: torch.Tensor, values: torch.Tensor, visible: torch.Tensor, sinks: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """SDPA inputs that attend to sinks: `keys`/`values` `[..., Hk, L, D]` with one zero row
+    appended (its score is 0), and `visible` (bool `[..., Hq, Lq, L]`) as an additive float mask
+    whose appended column is each query head's sink logit, so the sink weighs in the softmax
+    and contributes no value."""
+    zeros = keys.new_zeros(*keys.shape[:-2], 1, keys.shape[-1])
+    bias = torch.zeros(visible.shape, dtype=keys.dtype, device=keys.device).masked_fill(~visible, float("-inf"))
+    heads = visible.shape[-3]
+    sink_column = sinks.to(keys.dtype).view(heads, 1, 1).expand(*visible.shape[:-1], 1)
+    return torch.cat([keys, zeros], dim=-2), torch.cat([values, zeros], dim=-2), torch.cat([bias, sink_column], dim=-1)

@@ -28,16 +28,7 @@ class AbsorbedMLA(MLABackend):
         query = torch.cat([torch.einsum("thd,hdr->thr", q_nope, w_kc.to(q_nope.dtype)), q_pe], dim=-1)
         attended = query.new_empty(*query.shape[:2], rank)
         if metadata.decode_rows is not None:
-            rows = kv_buffer[metadata.decode_slots].unsqueeze(1)  # [Bd, 1, L, R + r]
-            decoded = F.scaled_dot_product_attention(
-                query[metadata.decode_q_index].unsqueeze(2),
-                rows,
-                rows[..., :rank],
-                attn_mask=metadata.decode_valid,
-                scale=layer.scale,
-                enable_gqa=True,
-            )
-            attended[metadata.decode_q_index] = decoded.squeeze(2)
+            attended[metadata.decode_q_index] = self._decode(query[metadata.decode_q_index], kv_buffer, metadata, layer)
         inputs = metadata.inputs
         q_starts, kv_starts = inputs.q_starts, inputs.kv_starts
         for i in metadata.extend_rows:
@@ -57,3 +48,16 @@ class AbsorbedMLA(MLABackend):
             )
             attended[q_starts[i] : q_starts[i + 1]] = out.transpose(0, 1)
         return torch.einsum("thr,hvr->thv", attended, w_vc.to(attended.dtype)), kv_buffer
+
+    def _decode(self, query: torch.Tensor, kv_buffer: torch.Tensor, metadata, layer) -> torch.Tensor:
+        """The decode rows' latent queries `[Bd, H, R + r]` -> their attended latents `[Bd, H, R]`."""
+        rows = kv_buffer[metadata.decode_slots].unsqueeze(1)  # [Bd, 1, L, R + r]
+        decoded = F.scaled_dot_product_attention(
+            query.unsqueeze(2),
+            rows,
+            rows[..., : self.kv_lora_rank],
+            attn_mask=metadata.decode_valid,
+            scale=layer.scale,
+            enable_gqa=True,
+        )
+        return decoded.squeeze(2)

@@ -15,6 +15,8 @@ def moe_experts(
     weights: torch.Tensor,
     expert_ids: torch.Tensor,
     activation_name: str = "silu",
+    w13_bias: torch.Tensor | None = None,
+    w2_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Runs each expert only on the tokens routed to it (sparse), accumulating in float32.
 
@@ -33,8 +35,10 @@ def moe_experts(
         if count == 0:
             continue
         tokens = token_of[start : start + count]
-        hidden = gated(F.linear(x[tokens], w13[expert]))
-        contribution = F.linear(hidden, w2[expert]).float() * flat_weights[start : start + count, None]
+        bias13 = None if w13_bias is None else w13_bias[expert]
+        bias2 = None if w2_bias is None else w2_bias[expert]
+        hidden = gated(F.linear(x[tokens], w13[expert], bias13))
+        contribution = F.linear(hidden, w2[expert], bias2).float() * flat_weights[start : start + count, None]
         out.index_add_(0, tokens, contribution)
         start += count
     return out.to(x.dtype)

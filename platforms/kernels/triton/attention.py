@@ -135,7 +135,7 @@ class TritonAttention(AttentionBackend):
         for name, table in self._host_tables(inputs).items():
             self._static[name][: table.numel()].copy_(table)
 
-    def forward(self, q, k, v, kv_buffer, metadata: TritonAttentionMetadata, layer: AttentionLayer):
+    def forward(self, q, k, v, kv_buffer, metadata: TritonAttentionMetadata, layer: AttentionLayer, sinks=None):
         kv_buffer = store_kv(kv_buffer, metadata.new_slots, k, v, tuning=self.tuning)
         q = q if q.stride(-1) == 1 else q.contiguous()
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -148,13 +148,16 @@ class TritonAttention(AttentionBackend):
         )
         flags = dict(HAS_WINDOW=layer.sliding_window is not None, HAS_SOFTCAP=layer.logit_softcap is not None)
         cache_strides = (kv_buffer.stride(0), kv_buffer.stride(1), kv_buffer.stride(2))
+        # Kernels without sinks get `out` as a placeholder pointer they never read.
+        sink_logits = out if sinks is None else sinks
         if metadata.decode_seqs.numel():
-            self._decode(q, out, kv_buffer, metadata, common, flags, cache_strides)
+            self._decode(q, out, kv_buffer, metadata, common, flags, cache_strides, sink_logits, sinks is not None)
         if metadata.block_seq.numel():
             extend_kernel[(metadata.block_seq.numel(), self.num_heads)](
                 q,
                 out,
                 kv_buffer,
+                sink_logits,
                 metadata.kv_slots,
                 metadata.q_start,
                 metadata.extend_len,
@@ -171,6 +174,7 @@ class TritonAttention(AttentionBackend):
                 stride_cache_slot=cache_strides[1],
                 stride_cache_h=cache_strides[2],
                 **flags,
+                HAS_SINKS=sinks is not None,
                 BLOCK_M=self.tuning.extend_block_m,
                 BLOCK_D=self.block_d,
                 BLOCK_N=self.tuning.extend_block_n,
@@ -178,7 +182,9 @@ class TritonAttention(AttentionBackend):
             )
         return out, kv_buffer
 
-    def _decode(self, q, out, kv_buffer, meta: TritonAttentionMetadata, common, flags, cache_strides) -> None:
+    def _decode(
+        self, q, out, kv_buffer, meta: TritonAttentionMetadata, common, flags, cache_strides, sinks, has_sinks: bool
+    ) -> None:
         rows = meta.decode_seqs.numel()
         splits = self.tuning.decode_kv_splits
         po, pl = meta.partial_out, meta.partial_lse
@@ -218,6 +224,7 @@ class TritonAttention(AttentionBackend):
             po,
             pl,
             out,
+            sinks,
             meta.q_start,
             meta.seq_len,
             meta.decode_seqs,
@@ -228,6 +235,7 @@ class TritonAttention(AttentionBackend):
             stride_ot=out.stride(0),
             stride_oh=out.stride(1),
             HAS_WINDOW=flags["HAS_WINDOW"],
+            HAS_SINKS=has_sinks,
             NUM_SPLITS=splits,
             BLOCK_G=block_g,
             BLOCK_D=self.block_d,

@@ -125,6 +125,7 @@ def decode_merge_kernel(
     PartialOut,
     PartialLse,
     Out,
+    Sinks,
     SeqQStart,
     SeqLen,
     DecodeSeqs,
@@ -139,6 +140,7 @@ def decode_merge_kernel(
     stride_ot,
     stride_oh,
     HAS_WINDOW: tl.constexpr,
+    HAS_SINKS: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
     BLOCK_G: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -146,7 +148,8 @@ def decode_merge_kernel(
 ):
     """Program (row, kv head): for each query head `h` of the group,
     `Out[q_token, h] = sum_s w_s PartialOut[row, h, s]` with `w = softmax(PartialLse[row, h, :used])`,
-    merged online split by split; split 0 always holds the key `L - 1`, so `used >= 1`."""
+    merged online split by split; split 0 always holds the key `L - 1`, so `used >= 1`. With
+    `HAS_SINKS` the sink `Sinks[h]` joins the softmax as one more split whose output is zero."""
     row = tl.program_id(0)
     kv_head = tl.program_id(1)
     seq = tl.load(DecodeSeqs + row)
@@ -169,5 +172,7 @@ def decode_merge_kernel(
         total = total * alpha + weight
         acc = acc * alpha[:, None] + weight[:, None] * tl.load(po + split * stride_po_split, mask=mask, other=0.0)
         m = m_new
+    if HAS_SINKS:
+        total += tl.exp(tl.load(Sinks + heads, mask=g_mask, other=float("-inf")).to(tl.float32) - m)
     q_token = tl.load(SeqQStart + seq).to(tl.int64)
     tl.store(Out + q_token * stride_ot + heads[:, None] * stride_oh + d[None, :], acc / total[:, None], mask=mask)

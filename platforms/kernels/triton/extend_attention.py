@@ -22,6 +22,7 @@ def extend_kernel(
     Q,
     Out,
     Cache,
+    Sinks,
     KvSlots,
     SeqQStart,
     SeqExtendLen,
@@ -43,12 +44,14 @@ def extend_kernel(
     stride_cache_h,
     HAS_WINDOW: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr,
+    HAS_SINKS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     """Program (query block, query head): block `b` covers new queries
-    `BlockRow[b] .. BlockRow[b] + BLOCK_M` of sequence `BlockSeq[b]`."""
+    `BlockRow[b] .. BlockRow[b] + BLOCK_M` of sequence `BlockSeq[b]`. With `HAS_SINKS` the
+    softmax's denominator also holds `exp(Sinks[head])` (a key with no value, gpt-oss)."""
     block = tl.program_id(0)
     head = tl.program_id(1)
     seq = tl.load(BlockSeq + block)
@@ -98,5 +101,8 @@ def extend_kernel(
         denom = denom * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
         m = m_new
+    if HAS_SINKS:
+        m_final = tl.where(m == float("-inf"), 0.0, m)
+        denom += tl.exp(tl.load(Sinks + head).to(tl.float32) - m_final)
     out = acc / tl.where(denom > 0, denom, 1.0)[:, None]
     tl.store(Out + (q_start + i)[:, None] * stride_ot + head * stride_oh + d[None, :], out, mask=q_mask)

@@ -14,7 +14,9 @@ _FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _TRITON = Requirements(dtypes=_FLOATS, packages=("triton",))
 # Head dims pad to a power of two >= 16 inside the kernels (masked); past 256 the tiles no longer
 # fit in registers.
-_ATTENTION = Requirements(dtypes=_FLOATS, packages=("triton",), head_dims=frozenset(range(16, 257, 16)))
+_ATTENTION = Requirements(
+    dtypes=_FLOATS, packages=("triton",), head_dims=frozenset(range(16, 257, 16)), features=frozenset({"sinks"})
+)
 
 
 def _candidate(op: str, qualname: str, requires: Requirements = _TRITON) -> Candidate:

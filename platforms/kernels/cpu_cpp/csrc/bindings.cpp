@@ -11,6 +11,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("int8_tiles", &int8_tiles);
   m.def("decode_attention", &decode_attention);
   m.def("decode_attention_store", &decode_attention_store);
+  m.def("mla_decode", &mla_decode);
   m.def("rms_norm", &rms_norm);
   m.def("fused_add_rms_norm", &fused_add_rms_norm);
   m.def("apply_rotary", &apply_rotary);

@@ -6,10 +6,13 @@
 // are read by every query head of the group while in L1 (softmax in float32), so the pool is
 // streamed once per step instead of being copied, padded and read again.
 //
+// `mla_decode` is multi-head latent attention's decode in the absorbed form, over the latent pool.
+//
 // `decode_attention_store` first writes the step's new K/V rows into the pool (what the caller's
 // index_copy did, one op call fewer per layer): decode steps are dominated by call overheads.
 #include "ops.h"
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
@@ -180,9 +183,48 @@ at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, cons
   return decode_attention(q, kv, slots, starts, scale);
 }
 
+// Multi-head latent attention's absorbed decode over the latent pool kv[S, R + r]: for row b and
+// head h, query[b, h] (already moved onto the latent and joined with its rotary part) attends
+// over the row's cached [c | k_pe] rows; the values are each row's first R columns (the latent).
+// Every head reads the same rows (one KV head), so a task is one row's heads in turn, the rows
+// staying in cache between them.
+at::Tensor mla_decode(const at::Tensor& query, const at::Tensor& kv, const at::Tensor& slots, const at::Tensor& starts,
+                      int64_t rank, double scale) {
+  RECORD_FUNCTION("sglang_cpu_cpp::mla_decode", std::vector<c10::IValue>());
+  TORCH_CHECK(query.scalar_type() == at::kFloat && kv.scalar_type() == at::kFloat, "mla_decode: float32");
+  TORCH_CHECK(query.dim() == 3 && kv.dim() == 2 && kv.size(1) == query.size(2) && rank <= kv.size(1),
+              "mla_decode: query [B, H, R + r], kv [S, R + r]");
+  TORCH_CHECK(kv.is_contiguous() && slots.scalar_type() == at::kLong && starts.scalar_type() == at::kLong,
+              "mla_decode: layout");
+  const at::Tensor qc = query.contiguous();
+  const int64_t B = query.size(0), H = query.size(1), W = kv.size(1);
+  TORCH_CHECK(starts.numel() == B + 1, "mla_decode: starts");
+  at::Tensor out = at::empty({B, H, rank}, query.options());
+  const float* qp = qc.data_ptr<float>();
+  const float* kp = kv.data_ptr<float>();
+  const at::Tensor slots_c = slots.contiguous(), starts_c = starts.contiguous();
+  const int64_t* sp = slots_c.data_ptr<int64_t>();
+  const int64_t* st = starts_c.data_ptr<int64_t>();
+  float* op = out.data_ptr<float>();
+  const float sc = static_cast<float>(scale);
+  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / H;
+      const int64_t first = st[b], len = st[b + 1] - st[b];
+      scores.resize(len);
+      scores_of(qp + task * W, kp, sp + first, len, W, W, sc, scores.data());
+      const float denominator = softmax_numerators(scores.data(), len);
+      weighted_values(scores.data(), kp, sp + first, len, W, rank, denominator, op + task * rank);
+    }
+  });
+  return out;
+}
+
 }  // namespace sgl_cpu_cpp
 
 TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
+  m.def("mla_decode(Tensor query, Tensor kv, Tensor slots, Tensor starts, int rank, float scale) -> Tensor");
   m.def("decode_attention(Tensor q, Tensor kv, Tensor slots, Tensor starts, float scale) -> Tensor");
   m.def(
       "decode_attention_store(Tensor q, Tensor k, Tensor v, Tensor(a!) kv, Tensor new_slots, Tensor slots, "
@@ -192,4 +234,5 @@ TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
 TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {
   m.impl("decode_attention", &sgl_cpu_cpp::decode_attention);
   m.impl("decode_attention_store", &sgl_cpu_cpp::decode_attention_store);
+  m.impl("mla_decode", &sgl_cpu_cpp::mla_decode);
 }

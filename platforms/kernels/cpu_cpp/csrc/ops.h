@@ -31,6 +31,8 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
 at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor kv,
                                   const at::Tensor& new_slots, const at::Tensor& slots, const at::Tensor& starts,
                                   double scale);
+at::Tensor mla_decode(const at::Tensor& query, const at::Tensor& kv, const at::Tensor& slots, const at::Tensor& starts,
+                      int64_t rank, double scale);
 
 // decode_glue.cpp
 at::Tensor rms_norm(const at::Tensor& input, const at::Tensor& weight, double eps);
