@@ -53,8 +53,13 @@ class RowParallelLinear(Linear):
     def checkpoint_reads(self, name: str) -> Reads:
         return {} if self.split.whole else {f"{name}.weight": self.split.index(1)}
 
+    def partial(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's share of the output, before the sum over ranks (a LoRA adds its own share
+        here, so the one all-reduce covers both)."""
+        return super().forward(x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.group.comm.all_reduce(super().forward(x))
+        return self.group.comm.all_reduce(self.partial(x))
 
 
 def vocab_split(vocab_size: int, group: TPGroup) -> Split:
