@@ -4,8 +4,9 @@ The scheduler runs once, on rank 0: every decision (admission, batches, KV slots
 made there, so ranks cannot diverge. Each call that touches the model or the KV cache is first
 broadcast to the other ranks as a `Command` (one dataclass per kind of call), then run locally;
 the followers replay the same calls in the same order on their shards, so every collective
-inside the model meets its peers. Only rank 0's logits are used (each rank gathers the same full
-logits; rank 0 alone samples).
+inside the model meets its peers. The LoRA manager's slot changes travel the same way
+(`runtime.lora.replica`), so every rank's adapter slots hold the same adapters. Only rank 0's
+logits are used (each rank gathers the same full logits; rank 0 alone samples).
 
 While the scheduler idles, rank 0 broadcasts a heartbeat at least every `HEARTBEAT_S`: a follower
 therefore never waits longer than a step plus that for its next command (well inside the
