@@ -209,6 +209,8 @@ def _lora_expand(segments, slots: int, widths: tuple[int, ...], ranks: tuple[int
 # A mixed batch [base, a, b, a, c] (prefill-like segments) and a decode batch of one row each.
 _LORA_PREFILL = ((3, 0), (5, 1), (2, 2), (1, 1), (4, 3))
 _LORA_DECODE = ((1, 2), (1, 0), (1, 3))
+# Over 16 rows: the cpu_cpp candidate's per-slot GEMM path (slot 2 unused, slot 0 zero scaling).
+_LORA_LONG_PREFILL = ((9, 1), (7, 0), (12, 3), (5, 1))
 
 
 def _check_attention(actual, expected, args, dtype) -> None:
@@ -352,5 +354,7 @@ CASES: list[OpCase] = [
     OpCase("lora_expand", "plain_prefill", _lora_expand(_LORA_PREFILL, 4, (24,), (4, 8, 2))),
     OpCase("lora_expand", "qkv_prefill", _lora_expand(_LORA_PREFILL, 4, (32, 16, 16), (16, 4, 8))),
     OpCase("lora_expand", "gate_up_decode", _lora_expand(_LORA_DECODE, 4, (72, 72), (8, 8, 3))),
+    OpCase("lora_shrink", "qkv_long_prefill", _lora_shrink(_LORA_LONG_PREFILL, 4, 40, 3, (8, 4, 16))),
+    OpCase("lora_expand", "qkv_long_prefill", _lora_expand(_LORA_LONG_PREFILL, 4, (32, 16, 16), (8, 4, 16))),
 ]
 """Every parity case; `device_runtime` is not a numeric op and has its own conformance test."""

@@ -4,8 +4,9 @@ The scheduler runs once, on rank 0: every decision (admission, batches, KV slots
 made there, so ranks cannot diverge. Each call that touches the model or the KV cache is first
 broadcast to the other ranks as a `Command` (one dataclass per kind of call), then run locally;
 the followers replay the same calls in the same order on their shards, so every collective
-inside the model meets its peers. Only rank 0's logits are used (each rank gathers the same full
-logits; rank 0 alone samples).
+inside the model meets its peers. The LoRA manager's slot changes travel the same way
+(`runtime.lora.replica`), so every rank's adapter slots hold the same adapters. Only rank 0's
+logits are used (each rank gathers the same full logits; rank 0 alone samples).
 
 While the scheduler idles, rank 0 broadcasts a heartbeat at least every `HEARTBEAT_S`: a follower
 therefore never waits longer than a step plus that for its next command (well inside the
@@ -22,6 +23,7 @@ import torch
 from sglang.ops.collectives import Communicator
 from sglang.ops.step import StepInputs
 from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.lora.replica import AttachLora, LoadLora, LoraCommand, LoraReplica, UnloadLora, WriteLoraSlot
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class Stop:
     """The followers' loop ends."""
 
 
-Command = Forward | CopyKv | Heartbeat | Stop
+Command = Forward | CopyKv | LoraCommand | Heartbeat | Stop
 
 
 class LeaderRunner:
@@ -86,6 +88,10 @@ class LeaderRunner:
         # Every rank has the same layout for its share of the KV heads, so rank 0's answer holds for all.
         return self.runner.kv_copy_unsupported()
 
+    def lora_command(self, command: LoraCommand) -> None:
+        """The LoRA manager's mirror: every rank changes its LoRA slots as rank 0 does."""
+        self._send(command)
+
     def heartbeat(self) -> None:
         self._send(Heartbeat())
 
@@ -97,6 +103,7 @@ def follow(runner: ModelRunner, comm: Communicator) -> None:
     """A follower's loop: replays rank 0's commands until `Stop`. A broadcast that fails (rank 0
     died, or timed out) raises, which ends the follower's process; so does a command of a type
     this loop does not know (rank 0 and its followers run different code)."""
+    lora = LoraReplica(runner.model)
     while True:
         command: Command = comm.broadcast_object(None, src=0)
         match command:
@@ -104,6 +111,8 @@ def follow(runner: ModelRunner, comm: Communicator) -> None:
                 runner.forward(step)
             case CopyKv(src_slots, dst_slots, src_positions, position_delta):
                 runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
+            case AttachLora() | LoadLora() | WriteLoraSlot() | UnloadLora():
+                lora.apply(command)
             case Heartbeat():
                 pass
             case Stop():

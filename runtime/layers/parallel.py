@@ -55,9 +55,18 @@ class RowParallelLinear(Linear):
     def checkpoint_reads(self, name: str) -> Reads:
         return {} if self.split.whole else {f"{name}.weight": self.split.index(1)}
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.group.comm.all_reduce(ops.linear(x, self.weight))
+    def partial(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's share of the output, before the sum over ranks and without the bias (a
+        LoRA adds its own share here, so the one all-reduce covers both)."""
+        return ops.linear(x, self.weight)
+
+    def reduce(self, partial: torch.Tensor) -> torch.Tensor:
+        """The sum of the ranks' `partial` outputs, plus the bias (added once)."""
+        out = self.group.comm.all_reduce(partial)
         return out if self.bias is None else out + self.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.reduce(self.partial(x))
 
 
 def vocab_split(vocab_size: int, group: TPGroup) -> Split:

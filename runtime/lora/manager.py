@@ -9,6 +9,8 @@
   least recently acquired, `fifo`: the one placed first); a pinned adapter keeps its slot.
 - A request whose adapter has no slot free waits (acquire returns None); it never fails for it.
 - Unloading an adapter that requests use is refused with the reason; nothing else changes.
+- Every change to the model's slots is a `LoraCommand` applied to this rank's replica and handed
+  to `mirror` (under tensor parallelism: broadcast to the other ranks, which apply it too).
 """
 
 from __future__ import annotations
@@ -22,8 +24,17 @@ import torch
 from torch import nn
 
 from sglang.runtime.lora.adapter import LoraAdapter, LoraError, read_adapter
-from sglang.runtime.lora.layers import LoraState, attach_lora, missing_modules, write_slot
+from sglang.runtime.lora.layers import LoraState, missing_modules
 from sglang.runtime.lora.paths import LoraRef
+from sglang.runtime.lora.replica import (
+    AttachLora,
+    LoadLora,
+    LoraCommand,
+    LoraMirror,
+    LoraReplica,
+    UnloadLora,
+    WriteLoraSlot,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +70,17 @@ class LoraManager:
         max_loaded: int | None,
         eviction_policy: str,
         renames: dict[str, str] | None = None,
+        mirror: LoraMirror | None = None,
     ) -> None:
         self.max_rank = max_rank
         self.targets = targets
         self.max_loaded = max_loaded
         self.eviction_policy = eviction_policy
         self.renames = renames or {}
-        self.state: LoraState = attach_lora(model, slots + 1, max_rank, targets)
+        self.mirror = mirror
+        self.replica = LoraReplica(model)
+        self._run(AttachLora(slots + 1, max_rank, targets))
+        self.state: LoraState = self.replica.attached()
         self.slots = [Slot() for _ in range(slots + 1)]
         self.adapters: dict[str, Loaded] = {}
         self._uids = itertools.count(1)
@@ -85,7 +100,9 @@ class LoraManager:
         missing = missing_modules(self.state, adapter)
         if missing:
             raise LoraError(f"adapter {ref.name!r} targets modules the model lacks: {', '.join(missing[:4])}")
-        self.adapters[ref.name] = Loaded(adapter, next(self._uids), ref.pinned)
+        uid = next(self._uids)
+        self._run(LoadLora(uid, adapter))
+        self.adapters[ref.name] = Loaded(adapter, uid, ref.pinned)
         if ref.pinned and (slot := self.acquire(ref.name)) is not None:
             self.release(slot)  # placed now; being pinned, it is never evicted
         logger.info("LoRA adapter %r loaded (rank %d) from %s", ref.name, adapter.rank, ref.path)
@@ -110,9 +127,15 @@ class LoraManager:
         del self.adapters[name]
         for index, slot in enumerate(self.slots):
             if slot.name == name:
-                write_slot(self.state, index, None)
+                self._run(WriteLoraSlot(index, None))
                 self.slots[index] = Slot()
+        self._run(UnloadLora(loaded.uid))
         logger.info("LoRA adapter %r unloaded", name)
+
+    def _run(self, command: LoraCommand) -> None:
+        if self.mirror is not None:
+            self.mirror(command)
+        self.replica.apply(command)
 
     def lookup(self, name: str) -> Loaded:
         loaded = self.adapters.get(name)
@@ -151,7 +174,7 @@ class LoraManager:
             index = self._victim()
             if index is None:
                 return None
-            write_slot(self.state, index, loaded.adapter)
+            self._run(WriteLoraSlot(index, loaded.uid))
             self.slots[index] = Slot(name=name, placed=next(self._clock))
         slot = self.slots[index]
         slot.holders += 1

@@ -11,6 +11,7 @@ from sglang.platforms.base import Platform, StepMode
 from sglang.runtime.lora.adapter import PROJECTIONS, LoraError, expand_targets, read_adapter
 from sglang.runtime.lora.manager import LoraManager
 from sglang.runtime.lora.paths import parse_lora_path
+from sglang.runtime.lora.replica import LoraMirror
 from sglang.runtime.models.decoder import DecoderForCausalLM
 from sglang.runtime.server_args import ServerArgs
 
@@ -19,15 +20,16 @@ DEFAULT_MAX_RANK = 16
 
 
 def unsupported_reason(args: ServerArgs, platform: Platform) -> str | None:
-    if args.tp_size > 1:
-        return "LoRA adapters under tensor parallelism (--tp-size > 1) are not supported yet"
     if platform.capabilities.steps.mode is StepMode.JITTED:
         return f"LoRA adapters on the {platform.name} platform's jitted steps are not supported yet"
     return None
 
 
-def build_lora_manager(args: ServerArgs, model: DecoderForCausalLM, platform: Platform) -> LoraManager | None:
-    """None without --enable-lora; raises ValueError (a startup failure) with the reason."""
+def build_lora_manager(
+    args: ServerArgs, model: DecoderForCausalLM, platform: Platform, mirror: LoraMirror | None = None
+) -> LoraManager | None:
+    """None without --enable-lora; raises ValueError (a startup failure) with the reason. `mirror`:
+    where the manager's slot commands go besides this rank (the other tensor-parallel ranks)."""
     if not args.enable_lora:
         return None
     reason = unsupported_reason(args, platform)
@@ -51,8 +53,8 @@ def build_lora_manager(args: ServerArgs, model: DecoderForCausalLM, platform: Pl
         args.max_loaded_loras,
         args.lora_eviction_policy,
         renames=model.checkpoint_renames,
+        mirror=mirror,
     )
-    model.lora = manager.state
     for ref in refs:
         manager.load(ref)
     return manager

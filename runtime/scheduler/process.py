@@ -91,15 +91,16 @@ def build_runner(args: ServerArgs, placement: RankPlacement | None = None) -> tu
 
 def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[Scheduler, ReadyInfo]:
     loaded, runner = build_runner(args, placement)
-    lora = build_lora_manager(args, loaded.model, loaded.platform)
+    if placement is not None:
+        runner = LeaderRunner(runner, tp_group().comm)
+    mirror = runner.lora_command if isinstance(runner, LeaderRunner) else None
+    lora = build_lora_manager(args, loaded.model, loaded.platform, mirror)
     tokenizer = loaded.load_tokenizer()
     context_length = args.context_length or loaded.context_length
     eos = set(loaded.config.eos_token_ids)
     if tokenizer.eos_token_id is not None:
         eos.add(tokenizer.eos_token_id)
     allocator = PagedTokenAllocator(runner.num_slots // args.page_size, args.page_size)
-    if placement is not None:
-        runner = LeaderRunner(runner, tp_group().comm)
     vocab = loaded.config.vocab_size
     grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
     speculator = None

@@ -40,7 +40,9 @@ from sglang.platforms.kernels.cpu_cpp.compiler import LDFLAGS, KernelBuildError,
 logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = tuple(CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "bindings.cpp"))
+SOURCES = tuple(
+    CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "lora.cpp", "bindings.cpp")
+)
 HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "record_arena.h", "ops.h", "vector_math.h"))
 NAME = "sglang_cpu_cpp"
 
@@ -159,5 +161,9 @@ def _register_fakes() -> None:
     )
     torch.library.register_fake(f"{NAME}::apply_rotary")(
         lambda positions, q, k, cos_sin, is_neox: (torch.empty_like(q), torch.empty_like(k))
+    )
+    torch.library.register_fake(f"{NAME}::lora_shrink")(lambda x, a, token_slots: x.new_empty((x.shape[0], a.shape[1])))
+    torch.library.register_fake(f"{NAME}::lora_expand")(
+        lambda y, h, b, token_slots, scaling, out_widths: torch.empty_like(y)
     )
     torch.library.register_fake(f"{NAME}::silu_and_mul")(lambda x: x.new_empty((*x.shape[:-1], x.shape[-1] // 2)))

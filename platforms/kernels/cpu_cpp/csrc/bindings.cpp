@@ -16,4 +16,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fused_add_rms_norm", &fused_add_rms_norm);
   m.def("apply_rotary", &apply_rotary);
   m.def("silu_and_mul", &silu_and_mul);
+  m.def("lora_shrink", &lora_shrink);
+  m.def("lora_expand", &lora_expand);
 }

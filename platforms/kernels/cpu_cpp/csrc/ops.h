@@ -11,6 +11,7 @@
 // of each source's compile time, and the kernels use none of it.
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
 #include <optional>
 #include <tuple>
 
@@ -41,5 +42,10 @@ std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& input, c
 std::tuple<at::Tensor, at::Tensor> apply_rotary(const at::Tensor& positions, const at::Tensor& q,
                                                 const at::Tensor& k, const at::Tensor& cos_sin, bool is_neox);
 at::Tensor silu_and_mul(const at::Tensor& input);
+
+// lora.cpp
+at::Tensor lora_shrink(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& token_slots);
+at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const at::Tensor& weights,
+                       const at::Tensor& token_slots, const at::Tensor& scaling, at::IntArrayRef out_widths);
 
 }  // namespace sgl_cpu_cpp
