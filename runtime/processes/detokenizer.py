@@ -19,6 +19,7 @@ from typing import Any
 
 import zmq
 
+from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.stage_spans import DetokenizeSpans
 from sglang.runtime.observability.tracing import StageTracer, TraceConfig
 from sglang.runtime.processes import ipc
@@ -120,5 +121,11 @@ def run_detokenizer_process(
     outbox = ipc.push(ctx, endpoints.tokenizer)
     while True:
         inbox.poll()
+        stamps = request_stamps.STAMPS
         for batch in ipc.recv_nowait(inbox):
-            ipc.send(outbox, detokenizer.process(batch))
+            if stamps is not None:
+                request_stamps.stamp_first_updates(stamps, batch.updates, "detokenizer_received")
+            texts = detokenizer.process(batch)
+            if stamps is not None:
+                request_stamps.stamp_first_updates(stamps, batch.updates, "sending_to_manager")
+            ipc.send(outbox, texts)
