@@ -1,7 +1,8 @@
-"""What every child process of the engine does first."""
+"""What every process of the engine does as it starts, and once it is ready to serve."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -22,3 +23,14 @@ def _exit_once(signum: int, frame: object) -> None:
     # "Exception ignored ... SystemExit: 0" tracebacks.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(0)
+
+
+def freeze_startup_objects() -> None:
+    """Collects once, then moves every object alive after start-up (modules, the model's and the
+    app's Python objects) out of the collector's reach: a full collection during a request then
+    walks only what requests made, not the ~270k objects of the import graph (measured: 0.66 s
+    per full collection of the HTTP process's imports on this 2-core machine under load, 4 us
+    once frozen). Call it once a process is ready to serve; objects it frees later are freed by
+    reference counting as before (only cycles among frozen objects stay)."""
+    gc.collect()
+    gc.freeze()

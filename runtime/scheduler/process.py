@@ -33,7 +33,7 @@ from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.stage_spans import report_scheduler_stages
 from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes import ipc
-from sglang.runtime.processes.child_setup import init_child_process
+from sglang.runtime.processes.child_setup import freeze_startup_objects, init_child_process
 from sglang.runtime.processes.control import (
     ConcatAndAppend,
     ConcatResult,
@@ -243,6 +243,7 @@ def run_scheduler_process(
     to_detokenizer = ipc.push(ctx, endpoints.detokenizer)
     control = ipc.push(ctx, endpoints.control)
     ready.send(ReadyReport(info))
+    freeze_startup_objects()  # while the parent starts the rest (it does not delay readiness)
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
     heartbeat = StepHeartbeat(step_clock)
