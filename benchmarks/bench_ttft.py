@@ -72,8 +72,8 @@ def client_ttft(client: httpx.Client, url: str, body: dict[str, Any]) -> float:
 
 
 def stage_durations(path: Path) -> dict[str, dict[str, float]]:
-    """Per request id: milliseconds between consecutive stamped stages (named `a -> b`), and
-    `server` (first to last stamp)."""
+    """Per request id: milliseconds between consecutive stamped stages (named `a -> b`),
+    `server` (first to last stamp) and `server less forward` (all but the model call)."""
     stamps: dict[str, dict[str, int]] = defaultdict(dict)
     if path.exists():
         for line in path.read_text().splitlines():
@@ -84,6 +84,9 @@ def stage_durations(path: Path) -> dict[str, dict[str, float]]:
         present = [s for s in STAGES if s in by_stage]
         steps = {f"{a} -> {b}": (by_stage[b] - by_stage[a]) / 1e6 for a, b in itertools.pairwise(present)}
         steps["server"] = (by_stage[present[-1]] - by_stage[present[0]]) / 1e6
+        forward = steps.get("forward_started -> forward_ended")
+        if forward is not None:  # what is not the model: the figure a loaded machine moves least
+            steps["server less forward"] = steps["server"] - forward
         durations[rid] = steps
     return durations
 

@@ -90,13 +90,14 @@ def create_app(state: ServerState) -> FastAPI:
         logger.exception("unhandled error in %s %s", request.method, request.url.path)
         return json_response(error_shape(request.url.path)(500, f"internal error: {type(error).__name__}", None), 500)
 
-    app.include_router(native_router)
-    app.include_router(info_router)
-    app.include_router(lora_router)
+    # Matched in order, one by one: the generation routes first (no two routers share a path).
     app.include_router(openai_router)
-    app.include_router(parsers_router)
+    app.include_router(native_router)
     app.include_router(anthropic_router)
     app.include_router(ollama_router)
+    app.include_router(info_router)
+    app.include_router(lora_router)
+    app.include_router(parsers_router)
     return app
 
 
