@@ -234,10 +234,11 @@ def measure_rows(
             figures |= measure(name, url, launch.port, args.seed)
     if "speculative" in args.rows:
         figures |= speculative(spec, args.log_dir, args.seed)
+        print(f"{name}: {figures}", flush=True)  # each group as it ends: a long run may be stopped
     if "restart" in args.rows:
         # The same prompts for both servers, so the two restarted rounds do the same work.
         figures |= after_restart(spec, args.log_dir, shared_prefix_prompts(32, random.Random(args.seed + 1000)))
-    print(f"{name}: {figures}", flush=True)
+        print(f"{name}: {figures}", flush=True)
     return figures
 
 
