@@ -120,7 +120,7 @@ class StepTimes:
         that carries its decode spec)."""
         ended = time.monotonic_ns()
         for update in updates:
-            if update.decode_spec is None or not self.forward_started:
+            if update.decode_spec is None or not self.sampled:  # a failed step stamps nothing
                 continue
             for stage, ns in (
                 ("forward_started", self.forward_started),
