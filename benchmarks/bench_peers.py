@@ -11,9 +11,13 @@ turn serves the embedded GGUF (or `--gguf`) and the client of bench_serving meas
   token of a short prompt;
 - the shared-prefix workload: 32 concurrent completions, each a ~1000-token few-shot prefix
   plus a distinct question, 32 new tokens, run twice (the second round finds every prompt cached);
-- resident memory of the server's processes after the run, and the machine's load average.
+- resident memory of the server's processes after the run, and the machine's load average;
+- with `--rows speculative` and `--rows restart` (both by default), on servers of their own
+  (`peer_rows.py`): single-stream speculative decoding (ours NGRAM, theirs `--spec-type`) and
+  the shared-prefix round after a restart (ours with the storage tier).
 
-    .venv/bin/python benchmarks/bench_peers.py [--our-args "..."] [--threads 2]
+    .venv/bin/python benchmarks/bench_peers.py [--our-args "..."] [--threads 2] [--rows core ...]
+    .venv/bin/python benchmarks/bench_peers.py --ours-only   # no llama-server: ours alone
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import peer_rows
 from bench_serving import (
     WORDS,
     BenchConfig,
@@ -158,10 +164,16 @@ LOWER_IS_BETTER = ("ms", ", s", "GB", "load")
 def print_table(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
     print("\n| figure | llama-server | ours | ours / llama-server |\n|---|---|---|---|")
     for key, mine in ours.items():
-        peer = theirs[key]
+        peer = theirs.get(key)
+        if peer is None:  # --ours-only
+            print(f"| {key} | - | {mine:.2f} | - |")
+            continue
         ratio = (peer / mine if any(k in key for k in LOWER_IS_BETTER) else mine / peer) if mine and peer else 0
         note = " (speed-up: peer / ours)" if any(k in key for k in LOWER_IS_BETTER) and "load" not in key else ""
         print(f"| {key} | {peer:.2f} | {mine:.2f} | {ratio:.2f}{note} |")
+
+
+ROWS = ("core", "speculative", "restart")
 
 
 def main() -> None:
@@ -176,36 +188,58 @@ def main() -> None:
     parser.add_argument("--build-jobs", type=int, default=2)
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS), help="Which groups of rows to run.")
+    parser.add_argument("--ours-only", action="store_true", help="Skip llama-server (and its build).")
     args = parser.parse_args()
     gguf = args.gguf or embedded_model_path()
-    binary = llama_server(args.build_jobs)
-    port = free_port()
-    command = [
-        str(binary),
-        "-m",
-        str(gguf),
-        "-np",
-        "32",
-        "-t",
-        str(args.threads),
-        "-c",
-        str(args.kv_tokens),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    theirs_spec = LaunchSpec(tuple(command), port, name="bench-llama-server")
-    with started_server(theirs_spec, args.log_dir) as url:
-        theirs = measure("llama-server", url, port, args.seed)
+
+    def theirs_spec(extra: list[str], env: dict[str, str]) -> LaunchSpec:
+        port = free_port()
+        command = [str(binary), "-m", str(gguf), "-np", "32", "-t", str(args.threads), "-c", str(args.kv_tokens)]
+        command += ["--host", "127.0.0.1", "--port", str(port), *extra]
+        return LaunchSpec(tuple(command), port, name="bench-llama-server", env=env)
+
     flags = ["--model-path", str(gguf), "--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
-    env = {"SGLANG_CPU_COMPILE_DECODE": "1"} if args.compile else {}
-    # Compiled decode compiles its buckets before the server answers: give it half an hour.
-    ours_spec = our_server("bench-ours", [*flags, *args.our_args.split()], env, startup_timeout_s=1800)
-    with started_server(ours_spec, args.log_dir) as url:
-        ours = measure("sglang (ours)", url, ours_spec.port, args.seed)
-    print(f"llama-server: {' '.join(command)}\nours: {' '.join(ours_spec.argv)} {env or ''}")
+    compile_env = {"SGLANG_CPU_COMPILE_DECODE": "1"} if args.compile else {}
+
+    def ours_spec(extra: list[str], env: dict[str, str]) -> LaunchSpec:
+        # Compiled decode compiles its buckets before the server answers: give it half an hour.
+        argv = [*flags, *args.our_args.split(), *extra]
+        return our_server("bench-ours", argv, {**compile_env, **env}, startup_timeout_s=1800)
+
+    theirs: dict[str, Any] = {}
+    if not args.ours_only:
+        binary = llama_server(args.build_jobs)
+        theirs = measure_rows(
+            args, theirs_spec, "llama-server", peer_rows.llama_speculative, peer_rows.llama_after_restart
+        )
+        print(f"llama-server: {' '.join(theirs_spec([], {}).argv)}")
+    ours = measure_rows(args, ours_spec, "sglang (ours)", peer_rows.ours_speculative, peer_rows.ours_after_restart)
+    print(f"ours: {' '.join(ours_spec([], {}).argv)} {compile_env or ''}")
     print_table(ours, theirs)
+
+
+def measure_rows(
+    args: argparse.Namespace,
+    spec: peer_rows.SpecFactory,
+    name: str,
+    speculative: Callable[[peer_rows.SpecFactory, Path, int], dict[str, float]],
+    after_restart: Callable[[peer_rows.SpecFactory, Path, list[RequestInput]], dict[str, float]],
+) -> dict[str, Any]:
+    """One server's figures for the row groups `args.rows`, each group on servers of its own."""
+    figures: dict[str, Any] = {}
+    if "core" in args.rows:
+        launch = spec([], {})
+        with started_server(launch, args.log_dir) as url:
+            figures |= measure(name, url, launch.port, args.seed)
+    if "speculative" in args.rows:
+        figures |= speculative(spec, args.log_dir, args.seed)
+        print(f"{name}: {figures}", flush=True)  # each group as it ends: a long run may be stopped
+    if "restart" in args.rows:
+        # The same prompts for both servers, so the two restarted rounds do the same work.
+        figures |= after_restart(spec, args.log_dir, shared_prefix_prompts(32, random.Random(args.seed + 1000)))
+        print(f"{name}: {figures}", flush=True)
+    return figures
 
 
 if __name__ == "__main__":

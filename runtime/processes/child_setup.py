@@ -1,7 +1,8 @@
-"""What every child process of the engine does first."""
+"""What every process of the engine does as it starts, and once it is ready to serve."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import signal
@@ -32,3 +33,13 @@ def run_entry_point(entry_point: str, *args: object) -> None:
     anyway, and the parent's import of it delayed every child's start."""
     module, _, function = entry_point.partition(":")
     getattr(importlib.import_module(module), function)(*args)
+
+
+def freeze_startup_objects() -> None:
+    """Collects once, then moves every object alive after start-up (modules, the model's and the
+    app's Python objects) out of the collector's reach: a full collection during a request then
+    walks only what requests made, not the import graph's objects (benchmarks/README.md,
+    "bench_ttft.py", has the cost of one such collection). Call it once a process is ready to serve; objects it frees later are freed by
+    reference counting as before (only cycles among frozen objects stay)."""
+    gc.collect()
+    gc.freeze()

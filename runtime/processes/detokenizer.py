@@ -20,10 +20,11 @@ from typing import Any
 
 import zmq
 
+from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.stage_spans import DetokenizeSpans
 from sglang.runtime.observability.tracing import StageTracer, TraceConfig
 from sglang.runtime.processes import ipc
-from sglang.runtime.processes.child_setup import init_child_process
+from sglang.runtime.processes.child_setup import freeze_startup_objects, init_child_process
 from sglang.runtime.processes.messages import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
 from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.requests.stop_regex import first_match, longest_reach
@@ -126,7 +127,14 @@ def run_detokenizer_process(
     ctx = zmq.Context()
     inbox = ipc.pull(ctx, endpoints.detokenizer)
     outbox = ipc.push(ctx, endpoints.tokenizer)
+    freeze_startup_objects()
     while True:
         inbox.poll()
+        stamps = request_stamps.STAMPS
         for batch in ipc.recv_nowait(inbox):
-            ipc.send(outbox, detokenizer.process(batch))
+            if stamps is not None:
+                request_stamps.stamp_first_updates(stamps, batch.updates, "detokenizer_received")
+            texts = detokenizer.process(batch)
+            if stamps is not None:
+                request_stamps.stamp_first_updates(stamps, batch.updates, "sending_to_manager")
+            ipc.send(outbox, texts)

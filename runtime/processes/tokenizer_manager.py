@@ -20,6 +20,7 @@ import xgrammar as xgr
 import zmq
 import zmq.asyncio
 
+from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.tracing import RequestSpan, StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest
@@ -61,6 +62,8 @@ class _Pending:
     input: SingleInput
     meta: MetaInfo
     updates: asyncio.Queue[TextUpdate | BaseException] = field(default_factory=asyncio.Queue)
+    received_any: bool = False
+    """Whether an update of the request has come back yet (its first is stamped)."""
 
 
 def _check_grammar(params: SamplingParams) -> None:
@@ -166,6 +169,8 @@ class TokenizerManager:
             self.check_adapter(item.lora_path, "lora_path")
         if item.bootstrap is not None:
             self._check_bootstrap(item)
+        if request_stamps.STAMPS is not None:
+            request_stamps.STAMPS.stamp(item.rid, "tokenized")
         return GenerateRequest(
             item.rid,
             list(ids),
@@ -247,6 +252,9 @@ class TokenizerManager:
         except (TypeError, ValueError, AttributeError, LookupError) as e:
             # split() only parses client data: these mean a field of the wrong type or shape.
             raise InvalidRequestError(f"a field of the request has the wrong type or shape: {e}") from None
+        if request_stamps.STAMPS is not None:
+            for item in items:
+                request_stamps.stamp_generate_called(request_stamps.STAMPS, item.rid)
         if root is None:
             prepared = [(item, self.prepare(item)) for item in items]
         else:
@@ -300,8 +308,11 @@ class TokenizerManager:
         if request.rid in self.pending:
             raise InvalidRequestError(f"request id {request.rid!r} is already in use", "rid")
         pending = self.pending[request.rid] = _Pending(item, MetaInfo(request.logprobs))
+        if request_stamps.STAMPS is not None:
+            request_stamps.STAMPS.stamp(request.rid, "sending_to_scheduler")
         ipc.send(self.to_scheduler, request)
         finished = False
+        first = True
         try:
             while not finished:
                 update = await pending.updates.get()
@@ -312,6 +323,9 @@ class TokenizerManager:
                 output = self._output(item, update, pending.meta, request.input_ids)
                 if finished:
                     self._observe(item, output["meta_info"], pending.meta.latest)
+                if first and request_stamps.STAMPS is not None:
+                    request_stamps.STAMPS.stamp(request.rid, "output_built")
+                first = False
                 yield output
         finally:
             del self.pending[request.rid]
@@ -385,6 +399,9 @@ class TokenizerManager:
                 pending = self.pending.get(update.rid)
                 if pending is not None:
                     pending.updates.put_nowait(update)
+                    if request_stamps.STAMPS is not None and not pending.received_any:
+                        request_stamps.STAMPS.stamp(update.rid, "manager_received")
+                    pending.received_any = True
 
     async def _receive_control(self) -> None:
         while True:

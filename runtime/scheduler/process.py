@@ -29,10 +29,11 @@ from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.paths import LoraRef
 from sglang.runtime.lora.startup import build_lora_manager
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.stage_spans import report_scheduler_stages
 from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes import ipc
-from sglang.runtime.processes.child_setup import init_child_process
+from sglang.runtime.processes.child_setup import freeze_startup_objects, init_child_process
 from sglang.runtime.processes.control import (
     ConcatAndAppend,
     ConcatResult,
@@ -213,6 +214,8 @@ def _(message: UnloadLoraAdapter, scheduler: Scheduler) -> LoraResult:
 
 def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
     if isinstance(message, GenerateRequest):
+        if request_stamps.STAMPS is not None:
+            request_stamps.STAMPS.stamp(message.rid, "scheduler_received")
         scheduler.add_request(message)
     elif isinstance(message, AbortRequest):
         scheduler.abort(message.rid, message.message)
@@ -241,6 +244,7 @@ def run_scheduler_process(
     to_detokenizer = ipc.push(ctx, endpoints.detokenizer)
     control = ipc.push(ctx, endpoints.control)
     ready.send(ReadyReport(info))
+    freeze_startup_objects()  # while the parent starts the rest (it does not delay readiness)
     poller = zmq.Poller()
     poller.register(inbox, zmq.POLLIN)
     heartbeat = StepHeartbeat(step_clock)
@@ -257,6 +261,8 @@ def run_scheduler_process(
             heartbeat.beat()
             updates = scheduler.step()
             if updates:
+                if request_stamps.STAMPS is not None:
+                    request_stamps.stamp_first_updates(request_stamps.STAMPS, updates, "sending_to_detokenizer")
                 ipc.send(to_detokenizer, TokenBatch(updates))
                 if tracer is not None:
                     report_scheduler_stages(tracer, updates)

@@ -26,6 +26,7 @@ from sglang.runtime.memory.hicache_setup import build_hierarchical_cache
 from sglang.runtime.memory.hierarchical_cache import Loaded
 from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.observability import request_stamps
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
 from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.scheduler import logprobs
@@ -176,17 +177,27 @@ class Scheduler:
         entries = self._plan()
         if not entries and self.hicache is not None:  # idle but for reads: wait on them, do not spin
             self.hicache.await_prefetch([r.prefetch for r in self.waiting], IDLE_PREFETCH_WAIT_S)
+        writer = request_stamps.STAMPS
+        times = None if writer is None else request_stamps.StepTimes(writer)
         if entries:
             try:
                 step, row_map = build_step(entries, with_lora=self.lora is not None)
+                if times is not None:
+                    times.forward_started = time.monotonic_ns()
                 logits = self.runner.forward(step)
+                if times is not None:
+                    times.forward_ended = time.monotonic_ns()
                 sampled = self._sample(entries, row_map, logits)
                 verified = verify_step.verify_entries(entries, row_map, logits)
+                if times is not None:
+                    times.sampled = time.monotonic_ns()
             except Exception as exc:  # the step's requests fail; the scheduler goes on
                 self._fail_step(entries, exc)
             else:
                 self._process(entries, row_map, logits, sampled, verified)
         updates, self.finished_updates = self.finished_updates, []
+        if times is not None:
+            times.stamp_first_outputs(updates)
         return updates
 
     def _fail_step(self, entries: list[BatchEntry], exc: Exception) -> None:

@@ -27,6 +27,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sglang.runtime.observability import request_stamps
 from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_body, anthropic_router
 from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
 from sglang.runtime.server.info_api import router as info_router
@@ -89,13 +90,14 @@ def create_app(state: ServerState) -> FastAPI:
         logger.exception("unhandled error in %s %s", request.method, request.url.path)
         return json_response(error_shape(request.url.path)(500, f"internal error: {type(error).__name__}", None), 500)
 
-    app.include_router(native_router)
-    app.include_router(info_router)
-    app.include_router(lora_router)
+    # Matched in order, one by one: the generation routes first (no two routers share a path).
     app.include_router(openai_router)
-    app.include_router(parsers_router)
+    app.include_router(native_router)
     app.include_router(anthropic_router)
     app.include_router(ollama_router)
+    app.include_router(info_router)
+    app.include_router(lora_router)
+    app.include_router(parsers_router)
     return app
 
 
@@ -118,12 +120,19 @@ class RequestFrame:
         path, args = scope["path"], self.state.args
         shape = error_shape(path)
         status = 500
+        stamps = request_stamps.STAMPS
+        clock = None
+        if stamps is not None:  # the tokenizer manager ties this request's engine ids to it
+            clock = request_stamps.HttpClock(time.monotonic_ns())
+            request_stamps.HTTP_CLOCK.set(clock)
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
                 MutableHeaders(scope=message)["X-Request-Id"] = request_id
+            elif clock is not None and stamps is not None and message.get("body"):
+                clock.body_sent(stamps)
             await send(message)
 
         app: ASGIApp = self.app

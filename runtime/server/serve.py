@@ -17,6 +17,7 @@ import uvicorn
 
 from sglang.runtime.loader.tokenizer import import_tokenizer_code_in_background, load_tokenizer
 from sglang.runtime.observability.tracing import StageTracer
+from sglang.runtime.processes.child_setup import freeze_startup_objects
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.server.app import create_app
@@ -128,6 +129,8 @@ async def _announce_when_ready(server: uvicorn.Server, args: ServerArgs, childre
         info.dtype,
         info.model_path,
     )
+    # Once serving, not before: the collection (a fraction of a second) does not delay readiness.
+    freeze_startup_objects()
 
 
 def serve(args: ServerArgs) -> int:

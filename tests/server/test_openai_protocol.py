@@ -633,6 +633,22 @@ def test_merged_interleaves_and_closing_cancels_every_stream() -> None:
     asyncio.run(scenario())
 
 
+def test_merged_one_stream_reads_it_directly_and_closing_closes_it() -> None:
+    async def scenario() -> None:
+        events: list[str] = []
+        tasks_before = len(asyncio.all_tasks())
+        stream = merged([_record([1, 2, 3], events, "a", 0.01)])
+        assert await anext(stream) == (0, 1)
+        assert len(asyncio.all_tasks()) == tasks_before  # no pump task
+        await stream.aclose()
+        assert events == ["a closed"]
+        assert [e async for e in merged([_record([4, 5], events, "b")])] == [(0, 4), (0, 5)]
+        with pytest.raises(InvalidRequestError):
+            [e async for e in merged([_record([1, InvalidRequestError("x")], [], "c")])]
+
+    asyncio.run(scenario())
+
+
 # -- routes, through the official client over a scripted manager ---------------------------------
 class ScriptedManager:
     """Answers like `TokenizerManager.generate`: validates with the runtime's own parsing, then

@@ -140,9 +140,21 @@ class ChoiceCursor:
 _END = object()
 
 
-async def merged(streams: list[AsyncIterator[dict[str, Any]]]) -> AsyncIterator[Event]:
+def merged(streams: list[AsyncIterator[dict[str, Any]]]) -> AsyncIterator[Event]:
     """The items of all `streams` as they arrive, tagged with the stream's index. The first
-    error of any stream is raised; closing or cancelling this iterator cancels every stream."""
+    error of any stream is raised; closing or cancelling this iterator cancels every stream.
+    One stream (the usual one-choice request) is read directly: no pump task, no queue, so
+    each output reaches the response one event-loop hop sooner."""
+    return _tagged(streams[0]) if len(streams) == 1 else _pumped(streams)
+
+
+async def _tagged(stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[Event]:
+    async with aclosing(stream):  # type: ignore[type-var]  (the manager's streams are generators)
+        async for item in stream:
+            yield 0, item
+
+
+async def _pumped(streams: list[AsyncIterator[dict[str, Any]]]) -> AsyncIterator[Event]:
     queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
 
     async def pump(index: int, stream: AsyncIterator[dict[str, Any]]) -> None:
