@@ -39,7 +39,8 @@ def freeze_startup_objects() -> None:
     """Collects once, then moves every object alive after start-up (modules, the model's and the
     app's Python objects) out of the collector's reach: a full collection during a request then
     walks only what requests made, not the import graph's objects (benchmarks/README.md,
-    "bench_ttft.py", has the cost of one such collection). Call it once a process is ready to serve; objects it frees later are freed by
-    reference counting as before (only cycles among frozen objects stay)."""
+    "bench_ttft.py", has the cost of one such collection). Call it once a process is ready to
+    serve; objects it frees later are freed by reference counting as before (only cycles among
+    frozen objects stay)."""
     gc.collect()
     gc.freeze()
