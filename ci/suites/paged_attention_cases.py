@@ -60,9 +60,12 @@ CASES: tuple[tuple[str, str, int], ...] = (
     *((s, "gqa8_window", p) for s in ("decode", "mixed") for p in PAGE_SIZES),
     *((s, "gqa_d64", 16) for s in ("cached_prefix", "decode", "mixed")),
     ("decode", "gqa_d64", 1),
-    ("decode", "gqa7_d128", 16),
-    ("mixed", "gqa7_d128", 32),
-    ("cached_prefix", "gqa5_d256", 64),
+    *(
+        (s, layer, p)
+        for (s, layer), p in zip(
+            (("decode", "gqa7_d128"), ("mixed", "gqa7_d128"), ("cached_prefix", "gqa5_d256")), VENDOR_PAGE_SIZES
+        )
+    ),
     *((s, "gqa_window_sinks", p) for s in ("cached_prefix", "mixed") for p in PAGE_SIZES),
 )
 """(scenario, layer, page size) the parity suites run: the full product of the short scenarios

@@ -53,3 +53,24 @@ def test_config_that_disables_qkv_bias_is_respected(checkpoints: CheckpointStore
     config = ModelConfig.from_dict({**checkpoint.config.raw, "qkv_bias": False})
     model = model_class_for(config)(config, torch.float32)
     assert model.model.layers[0].self_attn.qkv_proj.bias is None
+
+
+def test_the_loader_primes_every_moe_layer(checkpoints: CheckpointStore, monkeypatch) -> None:
+    """The serving loader primes each MoE block after the weights load, before `build_runner` sizes
+    the KV pool: without that call AITER's in-place expert shuffle would wait for the first
+    request (issue 29; test_aiter_moe checks what priming does on the AITER stand-in)."""
+    from sglang.ops.binding import restore, snapshot
+    from sglang.runtime.layers.moe import SparseMoE
+    from sglang.runtime.loader import model_loading
+    from sglang.runtime.server_args import ServerArgs
+
+    primed = []
+    monkeypatch.setattr(SparseMoE, "prime", lambda self: primed.append(self))
+    checkpoint = checkpoints.get("qwen3-moe")
+    saved = snapshot()
+    try:
+        loaded = model_loading.load_model(ServerArgs(model_path=str(checkpoint.path), device="cpu"))
+    finally:
+        restore(saved)
+    moe_layers = [m for m in loaded.model.modules() if isinstance(m, SparseMoE)]
+    assert moe_layers and primed == moe_layers

@@ -80,3 +80,22 @@ def test_host_platforms_share_one_device() -> None:
     cpu = platform_class("cpu")()
     cpu.bind_local_rank(3)
     assert cpu.device() == torch.device("cpu", 0)
+
+
+def test_join_takes_the_device_before_the_collectives(fake_devices, monkeypatch) -> None:
+    """`join` (the rank's first act in `build_runner`, before the model loads and the KV pool is
+    sized) binds the local rank's device, then joins the group: the collective backend binds to
+    the current device. Without the bind here every rank would stay on device 0."""
+    from sglang.runtime.distributed import placement as placement_module
+    from sglang.runtime.distributed.group import using_tp_group
+
+    state = fake_devices("cuda", count=2)
+    platform = platform_class("cuda")()
+    joined_on = []
+    monkeypatch.setattr(placement_module, "check_backend", lambda platform, tp_size: None)
+    monkeypatch.setattr(platform, "init_distributed", lambda rank, *rest: joined_on.append((rank, state.current)))
+    args = ServerArgs(tp_size=4, nnodes=2, node_rank=1, dist_init_addr="127.0.0.1:29500")
+    with using_tp_group(placement_module.SINGLE):
+        group = placement_module.join(platform, node_placements(args)[1])
+    assert joined_on == [(3, 1)], "rank 3 joins with device 1 current"
+    assert group.rank == 3 and platform.device_index == 1

@@ -4,6 +4,8 @@ candidate each op takes with every vendor package present, and with it assumed m
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 
 import pytest
 
@@ -84,24 +86,28 @@ def test_xpu_attention_needs_pages_of_16_or_32(capsys) -> None:
     assert "dtype float32 not supported" in next(r["reason"] for r in fp32["rejected"] if r["family"] == "ipex")
 
 
+QWEN2_5_7B_CONFIG = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "torch_dtype": "bfloat16",
+}
+"""Qwen2.5-7B's config.json shape (28 heads over 4 KV heads: GQA group 7, head dim 128)."""
+
+
 def test_plans_from_a_config_alone_and_says_the_decode_path(tmp_path, capsys) -> None:
     """A folder with only config.json plans (no weights are read). A Qwen2.5-7B-shaped model
     (28 heads over 4 KV heads, head dim 128) takes flashinfer, which says it decodes on tensor
     cores because CUDA-core decode has no group 7; group 2 says CUDA cores."""
-    config = {
-        "architectures": ["Qwen2ForCausalLM"],
-        "model_type": "qwen2",
-        "hidden_size": 3584,
-        "intermediate_size": 18944,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 28,
-        "num_key_value_heads": 4,
-        "vocab_size": 152064,
-        "max_position_embeddings": 32768,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0,
-        "torch_dtype": "bfloat16",
-    }
+    config = QWEN2_5_7B_CONFIG
     (tmp_path / "config.json").write_text(json.dumps(config))
     row = _table(capsys, "cuda", "--model-path", str(tmp_path))["attention_backend"]
     assert row["family"] == "flashinfer"
@@ -111,3 +117,17 @@ def test_plans_from_a_config_alone_and_says_the_decode_path(tmp_path, capsys) ->
     assert row["path"] == "decode on CUDA cores: GQA group 2"
     assert main(["ops", "--device", "cuda", "--model-path", str(tmp_path)]) == 0
     assert "decode on CUDA cores" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("missing", [(), ("--assume-missing", "flashinfer")], ids=["declared", "no_flashinfer"])
+def test_device_script_accepts_the_qwen7b_attention_row(missing: tuple[str, ...], tmp_path, capsys) -> None:
+    """ci/device_matrix.sh's `ops_qwen7b_config` step greps the attention row for the decode path
+    or flashinfer's reason for losing. The GPU machine has cuda but not flashinfer (its wheel is
+    not carried), so there the row says why flashinfer lost; a step that only accepted the
+    tensor-core path failed there, while the dry run here (cuda declared) passed."""
+    script = (pathlib.Path(__file__).parents[2] / "ci" / "device_matrix.sh").read_text()
+    pattern = re.search(r"^QWEN7B_ATTENTION='([^']+)'$", script, re.MULTILINE).group(1)
+    (tmp_path / "config.json").write_text(json.dumps(QWEN2_5_7B_CONFIG))
+    assert main(["ops", "--device", "cuda", "--model-path", str(tmp_path), *missing]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("attention_backend ")]
+    assert len(rows) == 1 and re.search(pattern, rows[0]), rows
