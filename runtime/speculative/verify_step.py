@@ -21,14 +21,19 @@ def attach_drafts(speculator: Speculator | None, entries: list[BatchEntry], mixe
     """`entries` with drafts attached to their decode entries, plain decodes first, then verify
     entries, then the rest (decodes first is what attention backends pack fastest). A platform
     that cannot mix decode rows and extends in a step (`mixed`) gets drafts for all of its decode
-    rows or for none."""
+    rows or for none. A constrained request's draft is cut at the first token its grammar
+    rejects (a token the grammar rejects ends the accepted run anyway) and carries the grammar's
+    bitmask for each of its rows."""
     if speculator is None:
         return entries
     decodes = [e for e in entries if e.samples and e.extend == 1 and e.req.output_ids]
     verifying = []
     for e, draft in zip(decodes, speculator.draft([e.req for e in decodes]) if decodes else []):
+        bitmasks = None
+        if draft and e.req.grammar is not None:
+            draft, bitmasks = e.req.grammar.walk_draft(draft)
         if draft:
-            e.with_draft(draft)
+            e.with_draft(draft, bitmasks)
             verifying.append(e)
     if not verifying:
         return entries
@@ -53,7 +58,7 @@ def verify_entries(entries: list[BatchEntry], row_map: RowMap, logits: torch.Ten
     verified = {}
     for i, (e, (_, row)) in enumerate(zip(entries, row_map)):
         if e.draft and row is not None:
-            verified[i] = verify(e.req, e.draft, logits[row : row + len(e.draft) + 1])
+            verified[i] = verify(e.req, e.draft, logits[row : row + len(e.draft) + 1], e.draft_bitmasks)
     return verified
 
 
