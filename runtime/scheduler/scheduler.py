@@ -174,7 +174,9 @@ class Scheduler:
         if entries:
             try:
                 step, row_map = build_step(entries, with_lora=self.lora is not None)
+                started = time.perf_counter()
                 logits = self.runner.forward(step)
+                verify_step.time_step(self.speculator, entries, time.perf_counter() - started)
                 sampled = self._sample(entries, row_map, logits)
                 verified = verify_step.verify_entries(entries, row_map, logits)
             except Exception as exc:  # the step's requests fail; the scheduler goes on

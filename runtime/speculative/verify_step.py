@@ -62,6 +62,16 @@ def verify_entries(entries: list[BatchEntry], row_map: RowMap, logits: torch.Ten
     return verified
 
 
+def time_step(speculator: Speculator | None, entries: list[BatchEntry], seconds: float) -> None:
+    """A step of one decoding request (plain decode or verify) took `seconds`: what adaptive
+    draft lengths measure a drafted row's cost from (batched steps mix costs, so they are not)."""
+    if speculator is None or speculator.lengths is None or len(entries) != 1:
+        return
+    e = entries[0]
+    if e.samples and e.req.output_ids and e.extend == len(e.draft) + 1:
+        speculator.lengths.observe_step(e.extend, seconds)
+
+
 def count(totals: dict[str, int], req: Req, drafted: int, accepted: int) -> None:
     """One decode step of `req` with speculation on: `drafted` tokens verified, `accepted` kept."""
     for key, value in zip(TOTALS, (1, drafted, accepted)):
