@@ -28,6 +28,8 @@ class Regression:
     why: str
     budgets: tuple[WorkloadBudget, ...] = (FULL, INTERPRETED)
     retracts: bool = False
+    drafts: bool = False
+    """On a speculative target, the schedule must verify drafted tokens (its prompts repeat)."""
 
 
 REGRESSIONS: tuple[Regression, ...] = (
@@ -46,5 +48,19 @@ REGRESSIONS: tuple[Regression, ...] = (
         "six 300-token prompts decoding 64 tokens each outgrow the 2048-token pool: retraction and resume",
         budgets=(FULL,),
         retracts=True,
+    ),
+    Regression(
+        "ngram-repeating-prompts",
+        (
+            Workload(
+                (
+                    RequestSpec(tokens(5, seed=31) * 4, max_new_tokens=N8_NEW_TOKENS * 2),
+                    RequestSpec(tokens(3, seed=32) * 5, max_new_tokens=N8_NEW_TOKENS * 2, top_logprobs_num=2),
+                )
+            ),
+        ),
+        "issue 24: prompts that repeat a few tokens make NGRAM draft their continuation from the first step, so "
+        "every speculative target runs verify steps (with logprobs) in its fixed schedules",
+        drafts=True,
     ),
 )
