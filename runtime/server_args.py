@@ -241,8 +241,9 @@ class ServerArgs:
     )
     speculative_adaptive: bool = _opt(
         False,
-        "Adjust each request's drafts per step to its acceptance: double after a step that accepts every draft, "
-        "else the accepted run plus one, within --speculative-num-draft-tokens - 1 (upstream's flag; its "
+        "Adjust each request's drafts per step to its acceptance and the measured cost of a drafted row: the "
+        "length with the most tokens per unit of step time, within --speculative-num-draft-tokens - 1, or none "
+        "(with rare one-token probes) where drafting does not pay (upstream's flag; its "
         "--speculative-adaptive-config tuning file is not read).",
     )
     speculative_ngram_min_match_window_size: int = _opt(1, "NGRAM: shortest suffix of the tokens matched to draft.")

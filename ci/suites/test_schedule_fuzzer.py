@@ -151,13 +151,17 @@ def test_regression_schedule(target_engine: tuple[FuzzTarget, Engine], oracle: O
         pytest.skip("regression schedules carry no adapters: the targets without LoRA run them")
     if target.budget not in regression.budgets:
         pytest.skip(f"{regression.name} is too large for {target.id}'s budget ({target.budget})")
-    retractions = engine.get_server_info()["retractions"]
+    before = engine.get_server_info()
     for workload in regression.workloads:
         near_ties, info = check_workload(engine, oracle, workload)
         for line in near_ties:
             print(f"\n{target.id} {regression.name}: near tie {line}")
     if regression.retracts:
-        assert info["retractions"] > retractions, f"{regression.name} retracted nothing: {info}"
+        assert info["retractions"] > before["retractions"], f"{regression.name} retracted nothing: {info}"
+    if regression.drafts and "speculative_algorithm" in target.engine_args:
+        drafted = info["spec_draft_tokens"] - before["spec_draft_tokens"]
+        assert drafted > 0, f"{target.id}: {regression.name} verified no drafted token"
+        print(f"\n{target.id} {regression.name}: {drafted} drafted tokens verified")
 
 
 # The judges themselves, on made-up outputs: each rule must be able to fail.

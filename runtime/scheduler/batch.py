@@ -28,16 +28,19 @@ class BatchEntry:
     draft: list[int] = field(default_factory=list)
     """Speculative decoding: tokens drafted after the request's last one, fed after it in this
     step (counted in `extend`), each with its own logit row after the sample row."""
+    draft_bitmasks: torch.Tensor | None = None
+    """A constrained request's grammar bitmasks along `draft` (`GrammarMatcher.walk_draft`):
+    one per logit row of the verify entry."""
 
     def token_ids(self) -> list[int]:
         """The tokens this step feeds: the request's own, then the drafts."""
         own = self.extend - len(self.draft)
         return [*self.req.fill_ids[self.start : self.start + own], *self.draft]
 
-    def with_draft(self, draft: list[int]) -> None:
+    def with_draft(self, draft: list[int], bitmasks: torch.Tensor | None = None) -> None:
         """Turns a decode entry into a verify entry of `draft` (or back, with [])."""
         self.extend += len(draft) - len(self.draft)
-        self.draft = draft
+        self.draft, self.draft_bitmasks = draft, bitmasks if draft else None
 
 
 def input_logprob_positions(req: Req, start: int, end: int) -> list[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -34,8 +35,14 @@ def grammar_key(params: SamplingParams) -> tuple[str, str] | None:
     return None
 
 
+def token_allowed(bitmask: torch.Tensor, token: int) -> bool:
+    """Whether bit `token` of a `[ceil(V / 32)]` int32 bitmask is set."""
+    return bool((int(bitmask[token // 32]) >> (token % 32)) & 1)
+
+
 class GrammarMatcher:
-    """One request's position in its grammar."""
+    """One request's position in its grammar. Invariant: it moves only by `accept`, one
+    output token at a time; `walk_draft` leaves it where it found it."""
 
     def __init__(self, compiled: xgr.CompiledGrammar, vocab_size: int) -> None:
         self._matcher = xgr.GrammarMatcher(compiled)
@@ -52,6 +59,26 @@ class GrammarMatcher:
 
     def is_terminated(self) -> bool:
         return self._matcher.is_terminated()
+
+    def walk_draft(self, draft: Sequence[int]) -> tuple[list[int], torch.Tensor]:
+        """Speculative decoding: the longest prefix of `draft` the grammar allows from here, and
+        `[len(prefix) + 1, ceil(V / 32)]` bitmasks, row `i` the one after `prefix[:i]` (what a
+        verify step's row `i` is masked with). A drafted token that would end the grammar is
+        cut too: the row after it would lie past the grammar's end. The matcher is rolled back
+        to where it was, so the tokens the verify step keeps are accepted one by one after it."""
+        rows = [self.next_token_bitmask()]
+        kept = 0
+        for token in draft:
+            if not token_allowed(rows[-1], token) or not self._matcher.accept_token(token):
+                break
+            if self._matcher.is_terminated():
+                self._matcher.rollback(1)
+                break
+            kept += 1
+            rows.append(self.next_token_bitmask())
+        if kept:
+            self._matcher.rollback(kept)
+        return list(draft[:kept]), torch.stack(rows)
 
 
 class GrammarBackend:

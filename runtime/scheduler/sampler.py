@@ -75,10 +75,13 @@ def sampling_tensors(reqs: Sequence[Req], vocab: int, device: torch.device) -> S
     )
 
 
-def process_logits(reqs: Sequence[Req], logits: torch.Tensor) -> torch.Tensor:
+def process_logits(
+    reqs: Sequence[Req], logits: torch.Tensor, grammar_bitmasks: torch.Tensor | None = None
+) -> torch.Tensor:
     """`logits` `[len(reqs), V]` float32 after bias, penalties, `min_new_tokens` suppression and
     grammar, in that order (modified in place where possible): what every draw and every
-    returned log-probability is taken from."""
+    returned log-probability is taken from. `grammar_bitmasks`: one per constrained row, in
+    order, instead of each matcher's current one (a verify step's rows lie along its draft)."""
     for row, req in enumerate(reqs):
         if req.logit_bias is not None:
             logits[row] += req.logit_bias.to(logits.device)
@@ -88,7 +91,9 @@ def process_logits(reqs: Sequence[Req], logits: torch.Tensor) -> torch.Tensor:
         logits = _apply_penalties(logits, reqs)
     constrained = [row for row, req in enumerate(reqs) if req.grammar is not None]
     if constrained:
-        bitmask = torch.stack([reqs[row].grammar.next_token_bitmask() for row in constrained])
+        bitmask = grammar_bitmasks
+        if bitmask is None:
+            bitmask = torch.stack([reqs[row].grammar.next_token_bitmask() for row in constrained])
         logits[constrained] = ops.apply_token_bitmask(logits[constrained], bitmask.to(logits.device))
     return logits
 

@@ -182,11 +182,14 @@ class Scheduler:
         if entries:
             try:
                 step, row_map = build_step(entries, with_lora=self.lora is not None)
+                started = time.monotonic_ns()
                 if times is not None:
-                    times.forward_started = time.monotonic_ns()
+                    times.forward_started = started
                 logits = self.runner.forward(step)
+                ended = time.monotonic_ns()
                 if times is not None:
-                    times.forward_ended = time.monotonic_ns()
+                    times.forward_ended = ended
+                verify_step.time_step(self.speculator, entries, (ended - started) / 1e9)
                 sampled = self._sample(entries, row_map, logits)
                 verified = verify_step.verify_entries(entries, row_map, logits)
                 if times is not None:

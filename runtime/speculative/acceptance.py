@@ -2,8 +2,9 @@
 
 A verify step gives the target's logits at the request's last token and at each draft: row `i`
 is the distribution of the token after `draft[:i]`. The rows go through the same processing as a
-plain decode step's (`process_logits`: bias, grammar, ...; requests whose processing depends on
-the tokens before the row, such as penalties, are not drafted for), so:
+plain decode step's (`process_logits`: logit bias, and the grammar's bitmask after `draft[:i]`,
+which the draft was cut to fit; requests whose other processing depends on the tokens before the
+row, such as penalties, are not drafted for), so:
 
 - greedy: draft `i` is accepted while it is row `i`'s argmax; the first row whose argmax differs
   (or the row after the last draft) gives the next token. The output is token for token what
@@ -44,10 +45,14 @@ class Verified:
         return len(self.tokens) - 1
 
 
-def verify(req: Req, draft: Sequence[int], logits: torch.Tensor) -> Verified:
-    """`logits` `[len(draft) + 1, V]` float32: the target's rows at the last token and each draft."""
+def verify(
+    req: Req, draft: Sequence[int], logits: torch.Tensor, grammar_bitmasks: torch.Tensor | None = None
+) -> Verified:
+    """`logits` `[len(draft) + 1, V]` float32: the target's rows at the last token and each draft;
+    `grammar_bitmasks`: a constrained request's masks along the draft, one a row. `logits` is
+    left as it is (it may be a view of the step's inference-mode logits)."""
     rows = len(draft) + 1
-    logits = process_logits([req] * rows, logits)
+    logits = process_logits([req] * rows, logits.clone(), grammar_bitmasks)
     logprobs = ops.log_softmax(logits) if wants_logprobs([req]) else None
     if is_greedy(req):
         targets = logits.argmax(dim=-1).tolist()

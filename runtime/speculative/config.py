@@ -37,8 +37,9 @@ class SpeculativeConfig:
     max_trie_depth: int
     capacity: int
     adaptive: bool = False
-    """`--speculative-adaptive`: each request's drafts per step follow its acceptance
-    (`draft_length`), within `max_drafts`."""
+    """`--speculative-adaptive`: each request's drafts per step follow its acceptance and the
+    measured cost of a drafted row (`draft_length`), within `max_drafts`, none where drafting
+    does not pay."""
 
     @property
     def max_drafts(self) -> int:

@@ -1,39 +1,127 @@
-"""Adaptive draft length (`--speculative-adaptive`): how many tokens to draft for each request's
-next verify step, from how its last verify step went.
+"""Cost-aware adaptive draft length (`--speculative-adaptive`): how many tokens to draft for each
+request's next verify step, from how often its drafts are accepted and what a drafted row costs.
 
-A verify step of `d` drafts costs about `d + 1` rows of the target (on a CPU, where a row's
-matmuls are compute-bound, close to `d + 1` decode steps once the rows leave the few-row kernels),
-so drafts that are rejected are paid for. Each request starts at `START` drafts (or the cap, if
-smaller); a step that accepts every draft doubles its length, up to the cap (upstream's
-`--speculative-num-draft-tokens` minus the last token); a step that rejects one sets it to the
-accepted run plus one, so a request whose drafts keep missing drafts one token a step.
+Model. Each drafted token is accepted with probability `a` once the ones before it were (the
+request's acceptance, estimated from its verify steps with older steps decayed), so `d` drafts
+add `E(d) = 1 + a + ... + a^d` tokens in a step. The step costs `1 + c * d` plain decode steps,
+`c` being a drafted row's cost relative to a decode step (`RowCost`, measured on the running
+server's own single-request steps: close to 1 for quantized weights whose few-row kernels are
+compute-bound, near 0 for dense weights whose matmuls are bound by reading them). The length is
+the `d` in `[1, cap]` with the most tokens per decode-step cost, `E(d) / (1 + c * d)`, if that is
+more than plain decoding's 1; otherwise the request decodes without drafts, and drafts one token
+(a probe, to see whether its acceptance came back) after `FIRST_PROBE` such steps, then after
+twice as many each time, up to `LAST_PROBE`; a probe that is accepted is followed by another at
+once, so a request whose drafts start hitting again drafts within a few steps of its next probe. So where drafts
+keep missing, speculation costs at most `c / LAST_PROBE` decode steps a step over plain decoding.
 
-Invariants: every limit lies in `[1, cap]`; a request's state is dropped when it finishes.
+Invariants: every limit lies in `[0, cap]`; `limit` is asked once per decode step of a request;
+a request's state is dropped when it finishes.
 """
 
 from __future__ import annotations
 
-START = 4
-"""Drafts a request's first verify step checks (when the cap allows)."""
+from dataclasses import dataclass, field
+
+PRIOR_ACCEPTED, PRIOR_TRIALS = 1.0, 2.0
+"""A new request's acceptance is 1/2, worth two drafted tokens of evidence."""
+DECAY = 0.8
+"""Each verify step scales the evidence before it by this: acceptance follows the text's runs."""
+FIRST_PROBE, LAST_PROBE = 4, 32
+"""Plain decode steps before a probe, first and at most."""
+PRIOR_ROW_COST = 0.5
+"""`c` until the server has timed a plain decode step and a verify step of one request."""
+ROW_COST_WEIGHT = 0.25
+"""Weight of a new timing in `RowCost`'s moving averages."""
+OUTLIER = 3.0
+"""A decode step slower than this many times the average (a compile, a load spike) is ignored."""
 
 
+def expected_tokens(accept: float, drafts: int) -> float:
+    """Tokens a verify step of `drafts` adds: the accepted run plus the target's own token."""
+    return sum(accept**i for i in range(drafts + 1))
+
+
+def best_length(accept: float, row_cost: float, cap: int) -> int:
+    """The draft length in `[1, cap]` with the most tokens per unit of cost, or 0 where none
+    beats plain decoding (one token for one decode step)."""
+    gain = {d: expected_tokens(accept, d) / (1 + row_cost * d) for d in range(1, cap + 1)}
+    best = max(gain, key=lambda d: (gain[d], -d))
+    return best if gain[best] > 1.0 else 0
+
+
+@dataclass
+class RowCost:
+    """`c`: the extra time of a drafted row over a plain decode step, from timed steps of one
+    request (`rows` = 1 plain decode, more: a verify step of `rows - 1` drafts)."""
+
+    decode_s: float | None = None
+    per_row: float = PRIOR_ROW_COST
+
+    def observe(self, rows: int, seconds: float) -> None:
+        if rows == 1:
+            if self.decode_s is None or seconds < OUTLIER * self.decode_s:
+                self.decode_s = seconds if self.decode_s is None else _average(self.decode_s, seconds)
+        elif self.decode_s is not None:
+            sample = (seconds / self.decode_s - 1) / (rows - 1)
+            self.per_row = _average(self.per_row, min(max(sample, 0.0), OUTLIER))
+
+
+def _average(old: float, new: float) -> float:
+    return (1 - ROW_COST_WEIGHT) * old + ROW_COST_WEIGHT * new
+
+
+@dataclass
+class RequestDrafting:
+    """One request's evidence: drafted tokens accepted out of those tried (decayed), and its
+    probing while drafting does not pay."""
+
+    accepted: float = PRIOR_ACCEPTED
+    trials: float = PRIOR_TRIALS
+    plain_steps: int = 0
+    probe_after: int = FIRST_PROBE
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.trials
+
+
+@dataclass
 class AdaptiveDraftLength:
-    def __init__(self, cap: int) -> None:
-        if cap < 1:
-            raise ValueError(f"the draft cap must be at least 1, got {cap}")
-        self.cap = cap
-        self.limits: dict[str, int] = {}
+    cap: int
+    cost: RowCost = field(default_factory=RowCost)
+    requests: dict[str, RequestDrafting] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.cap < 1:
+            raise ValueError(f"the draft cap must be at least 1, got {self.cap}")
 
     def limit(self, rid: str) -> int:
-        """Drafts the request `rid` may check in its next verify step."""
-        return self.limits.get(rid, min(START, self.cap))
+        """Drafts the request `rid` may check in this decode step (0: decode it plainly)."""
+        state = self.requests.setdefault(rid, RequestDrafting())
+        length = best_length(state.acceptance, self.cost.per_row, self.cap)
+        if length:
+            state.plain_steps, state.probe_after = 0, FIRST_PROBE
+            return length
+        state.plain_steps += 1
+        if state.plain_steps < state.probe_after:
+            return 0
+        state.plain_steps, state.probe_after = 0, min(2 * state.probe_after, LAST_PROBE)
+        return 1
 
     def observe(self, rid: str, drafted: int, accepted: int) -> None:
-        """`rid`'s verify step checked `drafted` drafts and accepted the first `accepted`."""
+        """`rid`'s verify step checked `drafted` drafts and accepted the first `accepted`: each
+        accepted one was a success, and the first rejected one (if any) a failure."""
         if drafted < 1:
             return
-        grown = min(self.cap, 2 * drafted) if accepted >= drafted else accepted + 1
-        self.limits[rid] = max(1, min(self.cap, grown))
+        state = self.requests.setdefault(rid, RequestDrafting())
+        state.accepted = DECAY * state.accepted + accepted
+        state.trials = DECAY * state.trials + min(accepted + 1, drafted)
+        if accepted:  # a probe that hits: probe again next step (if drafting does not pay yet)
+            state.plain_steps, state.probe_after = 0, 1
+
+    def observe_step(self, rows: int, seconds: float) -> None:
+        """A step of one request that fed `rows` tokens (its last one and its drafts) took `seconds`."""
+        self.cost.observe(rows, seconds)
 
     def release(self, rid: str) -> None:
-        self.limits.pop(rid, None)
+        self.requests.pop(rid, None)

@@ -8,9 +8,10 @@ then appends `acceptance.verify`'s tokens one by one (stopping at a finish) and 
 the drafts that were not kept.
 
 Requests whose logit processing depends on the tokens before a row are decoded without drafts:
-frequency/presence/repetition penalties, `min_new_tokens` not yet reached (end tokens are
-suppressed until it is), and grammar constraints (a drafted run would need the matcher rolled
-back past rejected tokens).
+frequency/presence/repetition penalties and `min_new_tokens` not yet reached (end tokens are
+suppressed until it is). Grammar constraints are drafted for: `verify_step.attach_drafts` cuts a
+draft at its first token the grammar rejects and masks each row with the grammar's state after
+the drafts before it; logit bias is the same for every row.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def drafts_allowed(req: Req) -> bool:
     """Whether `req` may be drafted for (see the module docstring for why not)."""
     p = req.params
     penalized = p.frequency_penalty or p.presence_penalty or p.repetition_penalty != 1.0
-    return req.grammar is None and not penalized and len(req.output_ids) >= p.min_new_tokens
+    return not penalized and len(req.output_ids) >= p.min_new_tokens
 
 
 class Speculator:

@@ -21,14 +21,19 @@ def attach_drafts(speculator: Speculator | None, entries: list[BatchEntry], mixe
     """`entries` with drafts attached to their decode entries, plain decodes first, then verify
     entries, then the rest (decodes first is what attention backends pack fastest). A platform
     that cannot mix decode rows and extends in a step (`mixed`) gets drafts for all of its decode
-    rows or for none."""
+    rows or for none. A constrained request's draft is cut at the first token its grammar
+    rejects (a token the grammar rejects ends the accepted run anyway) and carries the grammar's
+    bitmask for each of its rows."""
     if speculator is None:
         return entries
     decodes = [e for e in entries if e.samples and e.extend == 1 and e.req.output_ids]
     verifying = []
     for e, draft in zip(decodes, speculator.draft([e.req for e in decodes]) if decodes else []):
+        bitmasks = None
+        if draft and e.req.grammar is not None:
+            draft, bitmasks = e.req.grammar.walk_draft(draft)
         if draft:
-            e.with_draft(draft)
+            e.with_draft(draft, bitmasks)
             verifying.append(e)
     if not verifying:
         return entries
@@ -53,8 +58,18 @@ def verify_entries(entries: list[BatchEntry], row_map: RowMap, logits: torch.Ten
     verified = {}
     for i, (e, (_, row)) in enumerate(zip(entries, row_map)):
         if e.draft and row is not None:
-            verified[i] = verify(e.req, e.draft, logits[row : row + len(e.draft) + 1])
+            verified[i] = verify(e.req, e.draft, logits[row : row + len(e.draft) + 1], e.draft_bitmasks)
     return verified
+
+
+def time_step(speculator: Speculator | None, entries: list[BatchEntry], seconds: float) -> None:
+    """A step of one decoding request (plain decode or verify) took `seconds`: what adaptive
+    draft lengths measure a drafted row's cost from (batched steps mix costs, so they are not)."""
+    if speculator is None or speculator.lengths is None or len(entries) != 1:
+        return
+    e = entries[0]
+    if e.samples and e.req.output_ids and e.extend == len(e.draft) + 1:
+        speculator.lengths.observe_step(e.extend, seconds)
 
 
 def count(totals: dict[str, int], req: Req, drafted: int, accepted: int) -> None:

@@ -21,7 +21,6 @@ from sglang.ops.sampling import filter_probs
 from sglang.runtime.processes.messages import GenerateRequest
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.speculative.acceptance import rejection_sample
-from sglang.runtime.speculative.draft_length import AdaptiveDraftLength
 
 from .runtime_harness import Runtime, chat_prompt, make_request, model_threads
 from .speculative_harness import (
@@ -271,13 +270,3 @@ def test_standalone_draft_model(model: torch.nn.Module, draft_seed: int) -> None
         assert accepted == drafted
     else:
         assert accepted < drafted
-
-
-def test_adaptive_draft_length_follows_acceptance() -> None:
-    lengths = AdaptiveDraftLength(cap=11)
-    assert lengths.limit("a") == 4
-    for drafted, accepted, then in ((4, 4, 8), (8, 8, 11), (11, 11, 11), (11, 2, 3), (3, 0, 1), (1, 1, 2)):
-        lengths.observe("a", drafted, accepted)
-        assert lengths.limit("a") == then, (drafted, accepted)
-    lengths.release("a")
-    assert lengths.limit("a") == 4 and AdaptiveDraftLength(cap=2).limit("b") == 2

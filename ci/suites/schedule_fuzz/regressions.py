@@ -15,6 +15,9 @@ PROMPT_420 = tokens(420, seed=22)
 N8_NEW_TOKENS = 3
 """Past the first token (each copy's extend step), two decode steps of eight rows whose slots sum
 to 8 x 421 > 2048: the step that crashed. Each token costs seconds in Triton's interpreter."""
+NGRAM_NEW_TOKENS = 16
+"""Six tokens past the output's first repeat (outputs 7-11 are 41847 46743 41847 46743 41847 under
+transformers): room for drafts of several tokens."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Regression:
     why: str
     budgets: tuple[WorkloadBudget, ...] = (FULL, INTERPRETED)
     retracts: bool = False
+    drafts: bool = False
+    """On a speculative target, the schedule must verify drafted tokens (its prompts repeat)."""
 
 
 REGRESSIONS: tuple[Regression, ...] = (
@@ -46,5 +51,19 @@ REGRESSIONS: tuple[Regression, ...] = (
         "six 300-token prompts decoding 64 tokens each outgrow the 2048-token pool: retraction and resume",
         budgets=(FULL,),
         retracts=True,
+    ),
+    Regression(
+        "ngram-output-cycle",
+        (
+            Workload(
+                (
+                    RequestSpec(tokens(3, seed=32) * 5, max_new_tokens=NGRAM_NEW_TOKENS),
+                    RequestSpec(tokens(3, seed=32) * 5, max_new_tokens=NGRAM_NEW_TOKENS, top_logprobs_num=2),
+                )
+            ),
+        ),
+        "issue 24: the fuzz model's greedy output of this prompt falls into a two-token cycle by its tenth token, "
+        "so NGRAM drafts from the output itself and every speculative target runs verify steps (with logprobs)",
+        drafts=True,
     ),
 )

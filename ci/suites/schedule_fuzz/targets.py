@@ -3,7 +3,8 @@
 Every backend this machine can run: the cpu platform's own kernels (its first declared family, a
 C++ one, read from the platform rather than named here) with decode capture on and off and with
 NGRAM speculative decoding, the torch_native family alone, every op forced to its reference, the
-triton family in Triton's interpreter on cpu tensors, and the tpu platform on XLA:CPU. Families are replaced through
+triton family in Triton's interpreter on cpu tensors, and the tpu platform on XLA:CPU (the last two
+also with NGRAM). Families are replaced through
 `SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment variables are set before the
 engine spawns its processes, which inherit them (`TRITON_INTERPRET` must be set before triton is
 imported, `JAX_PLATFORMS` before jax is).
@@ -113,6 +114,21 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
         # Capture would trace interpreted kernels; this target checks the kernels, not capture.
         FuzzTarget("cpu-triton-interpreted", "cpu", eager, INTERPRETED, 2, 12, "triton", interpreted),
         FuzzTarget("tpu-xla-cpu", "tpu", {}, FULL, 2, 20, "jax", {"JAX_PLATFORMS": "cpu"}),
+        # Verify steps through the triton family's extend kernels and the tpu platform's jitted
+        # steps (slow: interpreted kernels and XLA:CPU compiles of each verify shape take minutes;
+        # the cpu ngram target above runs by default).
+        FuzzTarget(
+            "cpu-triton-interpreted-ngram",
+            "cpu",
+            {**eager, **ngram},
+            INTERPRETED,
+            2,
+            12,
+            "triton",
+            interpreted,
+            slow_only=True,
+        ),
+        FuzzTarget("tpu-xla-cpu-ngram", "tpu", ngram, FULL, 2, 20, "jax", {"JAX_PLATFORMS": "cpu"}, slow_only=True),
     )
 
 

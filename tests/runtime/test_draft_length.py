@@ -1,0 +1,102 @@
+"""The cost-aware adaptive draft length policy (`--speculative-adaptive`), simulated: a request
+whose drafts are accepted at a given rate, on weights whose drafted rows cost a given fraction of
+a decode step. Speculation must pay where drafts are accepted and cost at most a few percent
+over plain decoding where none are."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from sglang.runtime.speculative.draft_length import (
+    LAST_PROBE,
+    AdaptiveDraftLength,
+    RowCost,
+    best_length,
+    expected_tokens,
+)
+
+Acceptor = Callable[[int, int], int]
+"""(step, drafts) -> how many of them the verify step accepts."""
+
+
+def simulate(policy: AdaptiveDraftLength, accept: Acceptor, steps: int, row_cost: float) -> tuple[float, float]:
+    """Tokens and cost (in plain decode steps) of `steps` decode steps of one request."""
+    tokens = cost = 0.0
+    for step in range(steps):
+        drafts = policy.limit("r")
+        assert 0 <= drafts <= policy.cap
+        accepted = accept(step, drafts) if drafts else 0
+        if drafts:
+            policy.observe("r", drafts, accepted)
+        tokens += accepted + 1
+        cost += 1 + row_cost * drafts
+    return tokens, cost
+
+
+def policy_at(row_cost: float, cap: int = 11) -> AdaptiveDraftLength:
+    return AdaptiveDraftLength(cap, RowCost(per_row=row_cost))
+
+
+def test_expected_tokens_and_the_best_length() -> None:
+    assert expected_tokens(0.5, 0) == 1 and expected_tokens(0.5, 2) == 1.75
+    assert best_length(0.95, 0.05, cap=11) == 11, "cheap rows, drafts accepted: the whole cap"
+    assert 1 < best_length(0.9, 0.5, cap=11) < 11, "rows at half a decode step: a shorter run"
+    assert best_length(0.3, 0.5, cap=11) == 0 and best_length(0.0, 0.0, cap=11) == 0
+
+
+@pytest.mark.parametrize("row_cost", [0.1, 0.5, 1.0])
+def test_drafts_that_always_miss_cost_at_most_a_few_percent(row_cost: float) -> None:
+    policy = policy_at(row_cost)
+    tokens, cost = simulate(policy, lambda step, drafts: 0, steps=600, row_cost=row_cost)
+    assert tokens == 600
+    assert cost <= 600 * (1 + 1.5 * row_cost / LAST_PROBE) + 5, cost
+    assert policy.limit("r") <= 1
+
+
+@pytest.mark.parametrize("row_cost", [0.05, 0.5, 1.0])
+def test_drafts_that_hit_pay_by_their_row_cost(row_cost: float) -> None:
+    """Each draft accepted with probability 0.9 (seeded): tokens per unit of cost within 15% of
+    the best fixed length's in expectation (or of plain decoding, where no length pays)."""
+    draws = random.Random(0)
+    hits = lambda step, drafts: next((i for i in range(drafts) if draws.random() >= 0.9), drafts)
+    tokens, cost = simulate(policy_at(row_cost), hits, steps=400, row_cost=row_cost)
+    best = max([1.0] + [sum(0.9**i for i in range(d + 1)) / (1 + row_cost * d) for d in range(1, 12)])
+    assert tokens / cost >= 0.85 * best, (tokens / cost, best)
+
+
+def test_acceptance_that_comes_back_is_found_by_a_probe() -> None:
+    policy = policy_at(0.3)
+    simulate(policy, lambda step, drafts: 0, steps=200, row_cost=0.3)
+    assert policy.limit("r") == 0
+    steps, drafts = 0, 0
+    while drafts <= 2 and steps < 2 * LAST_PROBE:
+        steps += 1
+        drafts = policy.limit("r")
+        if drafts:
+            policy.observe("r", drafts, drafts)
+    assert drafts > 2 and steps <= LAST_PROBE + 6, (drafts, steps)
+
+
+def test_row_cost_is_measured_from_single_request_steps() -> None:
+    cost = RowCost()
+    cost.observe(4, 0.09)  # no decode step timed yet: nothing to compare with
+    assert cost.per_row == 0.5
+    cost.observe(1, 0.02)
+    cost.observe(1, 0.5)  # a compile or a load spike: ignored
+    assert cost.decode_s == 0.02
+    for _ in range(20):
+        cost.observe(5, 0.03)  # four drafted rows at an eighth of a decode step each
+    assert cost.per_row == pytest.approx(0.125, abs=0.01)
+
+
+def test_a_finished_request_is_forgotten() -> None:
+    policy = policy_at(0.1)
+    simulate(policy, lambda step, drafts: drafts, steps=20, row_cost=0.1)
+    assert policy.limit("r") == 11
+    policy.release("r")
+    assert "r" not in policy.requests
+    with pytest.raises(ValueError):
+        AdaptiveDraftLength(0)
