@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from sglang.runtime.loader.tokenizer import import_tokenizer_code_in_background, load_tokenizer
+from sglang.runtime.loader.tokenizer import load_tokenizer
 from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus, LoadLoraAdapter, UnloadLoraAdapter
 from sglang.runtime.processes.launch import Children, launch_children
+from sglang.runtime.processes.preload import TOKENIZER_CODE, preload
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager, last_item
 from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server_args import ServerArgs
@@ -35,8 +36,9 @@ class Engine:
         from pathlib import Path
 
         self.server_args = ServerArgs(model_path=model_path, device=device, **server_args)
-        import_tokenizer_code_in_background()
+        preloading = preload(*TOKENIZER_CODE)
         self.children: Children = launch_children(self.server_args)
+        preloading.join()
         self.info = self.children.info
         self.tokenizer = load_tokenizer(Path(self.info.tokenizer_path))
         self._loop = asyncio.new_event_loop()

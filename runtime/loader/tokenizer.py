@@ -16,7 +16,6 @@ The pre-tokenizer (how text is split before BPE) is not in the vocabulary; llama
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -130,18 +129,6 @@ def save_gguf_tokenizer(gguf_path: Path, metadata: Mapping[str, Any], out_dir: P
             str(gguf_path.parent), gguf_file=gguf_path.name, local_files_only=True
         )
     tokenizer.save_pretrained(str(out_dir))
-
-
-def import_tokenizer_code() -> None:
-    """Imports what `load_tokenizer` runs (transformers' tokenizer classes, torch under them:
-    seconds), so that a process can do it while it waits for something else."""
-    from transformers import AutoTokenizer  # noqa: F401
-
-
-def import_tokenizer_code_in_background() -> None:
-    """`import_tokenizer_code` on a daemon thread: the engine's parent process runs it while its
-    children load the model, and loads the tokenizer once they report where it is."""
-    threading.Thread(target=import_tokenizer_code, name="sglang-tokenizer-import", daemon=True).start()
 
 
 def load_tokenizer(folder: Path) -> Any:

@@ -26,6 +26,7 @@ from sglang.runtime.observability.tracing import StageTracer, TraceConfig
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.child_setup import freeze_startup_objects, init_child_process
 from sglang.runtime.processes.messages import DecodeSpec, TextBatch, TextUpdate, TokenBatch, TokenUpdate
+from sglang.runtime.processes.preload import TOKENIZER_CODE, import_modules
 from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.requests.stop_regex import first_match, longest_reach
 
@@ -114,9 +115,9 @@ def run_detokenizer_process(
     """Starts beside the scheduler: imports the tokenizer's code while the model loads, then waits
     for the tokenizer's folder on `tokenizer_folder` (closed unsent when the start failed)."""
     init_child_process("detokenizer", log_level)
-    from sglang.runtime.loader.tokenizer import import_tokenizer_code, load_tokenizer
+    import_modules(*TOKENIZER_CODE)
+    from sglang.runtime.loader.tokenizer import load_tokenizer
 
-    import_tokenizer_code()
     try:
         folder = tokenizer_folder.recv()
     except EOFError:

@@ -12,18 +12,26 @@ import logging
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
-from sglang.runtime.loader.tokenizer import import_tokenizer_code_in_background, load_tokenizer
-from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes.child_setup import freeze_startup_objects
 from sglang.runtime.processes.launch import Children, launch_children
-from sglang.runtime.processes.tokenizer_manager import TokenizerManager
-from sglang.runtime.server.app import create_app
-from sglang.runtime.server.openai.chat_template import resolve_chat_template
-from sglang.runtime.server.state import ServerState
+from sglang.runtime.processes.preload import TOKENIZER_CODE, preload
 from sglang.runtime.server_args import ServerArgs
+
+if TYPE_CHECKING:
+    from sglang.runtime.server.state import ServerState
+
+SERVING_MODULES = (
+    *TOKENIZER_CODE,
+    "sglang.runtime.processes.tokenizer_manager",
+    "sglang.runtime.server.app",
+    "sglang.runtime.server.openai.chat_template",
+)
+"""Imported while the children load the model (`preload`), not before they start: the app, the
+tokenizer manager and xgrammar under it take seconds, and the parent would only wait then."""
 
 logger = logging.getLogger("sglang.server")
 
@@ -68,6 +76,11 @@ class DrainingServer(uvicorn.Server):
 
 async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
     """Serves until drained or until the engine dies; the exit status (1 after a death)."""
+    from sglang.runtime.observability.tracing import StageTracer
+    from sglang.runtime.processes.tokenizer_manager import TokenizerManager
+    from sglang.runtime.server.app import create_app
+    from sglang.runtime.server.state import ServerState
+
     tracer = StageTracer.start(args.trace_config("tokenizer_manager"))
     manager = TokenizerManager(children.endpoints, children.info, tokenizer, args.max_queued_requests, tracer)
     manager.start()
@@ -138,9 +151,13 @@ def serve(args: ServerArgs) -> int:
         from sglang.runtime.distributed.node import serve_follower_node
 
         return serve_follower_node(args)
-    import_tokenizer_code_in_background()
+    preloading = preload(*SERVING_MODULES)
     children = launch_children(args)
     try:
+        preloading.join()
+        from sglang.runtime.loader.tokenizer import load_tokenizer
+        from sglang.runtime.server.openai.chat_template import resolve_chat_template
+
         if args.chat_template is not None:
             # A bad --chat-template fails at start-up, not on the first chat request.
             resolve_chat_template(args.chat_template, children.info.chat_template)
