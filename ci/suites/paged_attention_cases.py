@@ -40,6 +40,9 @@ LAYERS: dict[str, tuple[int, int, int, int | None, float | None]] = {
     # rank at --tp-size 4), head dim 256 with group 5. Few tokens keep the interpreter quick.
     "gqa7_d128": (7, 1, 128, None, None),
     "gqa5_d256": (5, 1, 256, None, None),
+    # Head dims that are not powers of two: 96 (Phi-3-mini), 80 (Phi-2, StableLM-2).
+    "gqa4_d96": (4, 1, 96, None, None),
+    "gqa2_d80": (4, 2, 80, None, None),
     "gqa_window_sinks": (4, 2, 16, 4, None),
 }
 SINK_LAYERS = frozenset({"gqa_window_sinks"})
@@ -66,13 +69,16 @@ CASES: tuple[tuple[str, str, int], ...] = (
             (("decode", "gqa7_d128"), ("mixed", "gqa7_d128"), ("cached_prefix", "gqa5_d256")), VENDOR_PAGE_SIZES
         )
     ),
+    ("decode", "gqa4_d96", 16),
+    ("mixed", "gqa2_d80", 32),
     *((s, "gqa_window_sinks", p) for s in ("cached_prefix", "mixed") for p in PAGE_SIZES),
 )
 """(scenario, layer, page size) the parity suites run: the full product of the short scenarios
 and the first four layers, and the long scenario, GQA ratio 8 and head dim 64 where they add
 coverage (the Triton interpreter is slow, and every case runs for every candidate; head dim 64 is
 what makes the vendor kernels, which take no smaller heads, eligible at all); and the real shapes
-(head dims 128 and 256, GQA groups 7 and 5) at the vendor page sizes, one scenario each."""
+(head dims 128 and 256, GQA groups 7 and 5) at the vendor page sizes, and head dims 96 and 80,
+one scenario each."""
 SPARE_PAGES = 3
 """Pages no sequence owns: garbage a wrong read would hit."""
 
