@@ -32,6 +32,7 @@ from sglang.ops.attention import AttentionBackend, AttentionInputs
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.quant import QuantizedWeight
 from sglang.ops.step import ForwardContext, StepError, StepInputs, StepModel, StepOutput, StepStats
+from sglang.platforms.base import PlatformError
 from sglang.platforms.kernels.jax.attention import RaggedShape, pack_contract
 from sglang.platforms.tpu.backend import enable_persistent_cache, xla_cpu_requested
 from sglang.platforms.tpu.torchax_compat import import_torchax
@@ -86,6 +87,12 @@ class JitStepRunner:
     def __init__(self, model: StepModel, backend: AttentionBackend, buckets: BucketPolicy | None, label: str) -> None:
         import jax
 
+        if not callable(getattr(backend, "metadata", None)):
+            raise PlatformError(
+                f"{label}: jitted steps need an attention backend that builds its metadata inside the "
+                f"step (the jax family's); {type(backend).__name__} does not (it is chosen when the "
+                "model needs a feature the jax attention lacks, such as sinks: `sglang ops` says which)"
+            )
         self.torchax = import_torchax()
         self.cache_dir = enable_persistent_cache()
         self.label = label

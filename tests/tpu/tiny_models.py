@@ -27,7 +27,11 @@ def checkpoint(name: str, root: Path) -> Checkpoint:
 def runner_for(ckpt: Checkpoint, platform: Platform, num_slots: int = 128, dtype=torch.float32) -> ModelRunner:
     config = ckpt.config
     facts = ModelFacts(
-        dtype=dtype, head_dim=config.head_dim, num_heads=config.num_heads, num_kv_heads=config.num_kv_heads
+        dtype=dtype,
+        head_dim=config.head_dim,
+        num_heads=config.num_heads,
+        num_kv_heads=config.num_kv_heads,
+        features=config.op_features,
     )
     platform.bind_ops(facts)
     model = model_class_for(config)(config, dtype)

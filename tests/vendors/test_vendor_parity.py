@@ -56,7 +56,8 @@ def _paged(backend_cls: type, page_size: int):
 def test_vendor_adapter_parity(vendor, candidate, case, dtype, monkeypatch) -> None:
     spec = VENDORS[vendor]
     facts = case_facts(case, dtype)
-    declared = ineligibility(candidate, SelectionContext(dtype, facts.head_dim, facts.gqa_ratio, facts.page_size))
+    context = SelectionContext(dtype, facts.head_dim, facts.gqa_ratio, facts.page_size, features=case.features)
+    declared = ineligibility(candidate, context)
     if declared is not None:
         pytest.skip(f"{vendor} {candidate.op}: declared: {declared}")
     recorder = Recorder()
