@@ -18,6 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from sglang import ops
+from sglang.ci.suites import devices
 from sglang.ci.suites.devices import require_dtype, triton_interpreted
 from sglang.ci.suites.model_harness import (
     DEEPSEEK,
@@ -53,11 +54,15 @@ REAL_SHAPE_SPECS = ("qwen3-gqa7-d128", "llama-gqa5-d256")
 (about a minute per case on the CI machine); there op parity covers these shapes for the jax
 family, and a TPU runs them."""
 QUICK_SCHEDULE_SPECS = ("gemma2-softcap", "gemma3-local-rope", "phi3-longrope", "glm4-moe-grouped")
+"""Specs whose `extend` and `cached-prefix` schedules are `slow` (CI budget): `mixed` holds a fresh
+prefill, an extend over a cached prefix and decodes, and `decode` ragged decoding, by default."""
 MIXED_ONLY_SPECS = ("deepseek-v2-mla", "deepseek-v3-mla", "gpt-oss-sinks")
 """Specs whose schedules but `mixed` are `slow`: MLA's decode batching is covered by op parity and
 by greedy generation (decode steps after a prefill) by default."""
-"""Specs whose `extend` and `cached-prefix` schedules are `slow` (CI budget): `mixed` holds a fresh
-prefill, an extend over a cached prefix and decodes, and `decode` ragged decoding, by default."""
+XLA_CPU_ROW = "tpu" in devices.selected_devices() and xla_cpu_requested()
+"""On XLA:CPU every step shape compiles anew (seconds each), so there every spec runs only its
+`mixed` schedule by default; `tests/tpu/test_jit_step.py` checks each spec's prefill and decode
+logits on the jitted steps the tpu platform serves with."""
 
 
 def spec_schedules(specs: list[str] | tuple[str, ...]) -> list:
@@ -69,7 +74,7 @@ def spec_schedules(specs: list[str] | tuple[str, ...]) -> list:
             id=f"{spec}-{schedule}",
             marks=pytest.mark.slow
             if (spec in QUICK_SCHEDULE_SPECS and schedule not in ("decode", "mixed"))
-            or (spec in MIXED_ONLY_SPECS and schedule != "mixed")
+            or ((spec in MIXED_ONLY_SPECS or XLA_CPU_ROW) and schedule != "mixed")
             else (),
         )
         for spec in specs
