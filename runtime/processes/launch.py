@@ -187,29 +187,35 @@ def launch_children(args: ServerArgs, startup_timeout: float = 900.0) -> Childre
     )
     _start(scheduler)
     child_end.close()
-    followers = start_followers(ctx, args, placements[1:])
-    folder_for_child, folder_sender = ctx.Pipe(duplex=False)
-    detokenizer = ctx.Process(
-        target=run_entry_point,
-        args=(DETOKENIZER, folder_for_child, endpoints, args.log_level, args.trace_config("detokenizer")),
-        name="sglang-detokenizer",
-        daemon=True,
-    )
-    _start(detokenizer)
-    folder_for_child.close()
-    processes = [scheduler, detokenizer, *(process for process, _ in followers)]
+    # From here on every started child is killed if anything, Ctrl-C included, stops the start.
+    started: list[BaseProcess] = [scheduler]
+    folder_sender: Connection | None = None
     try:
+        followers = start_followers(ctx, args, placements[1:])
+        started.extend(process for process, _ in followers)
+        folder_for_child, folder_sender = ctx.Pipe(duplex=False)
+        detokenizer = ctx.Process(
+            target=run_entry_point,
+            args=(DETOKENIZER, folder_for_child, endpoints, args.log_level, args.trace_config("detokenizer")),
+            name="sglang-detokenizer",
+            daemon=True,
+        )
+        _start(detokenizer)
+        started.append(detokenizer)
+        folder_for_child.close()
         info = await_ready([(scheduler, parent_end), *followers], startup_timeout)[0].info
         assert info is not None, "the scheduler's report carries its ReadyInfo"
         folder_sender.send(info.tokenizer_path)
     except BaseException:
-        # Ctrl-C (or any error here) while the model loads: a child busy in native code would
-        # not see a SIGTERM soon, and nothing else would reap it.
-        for process in processes:
+        # A child busy in native code would not see a SIGTERM soon, and nothing else would reap
+        # it. (A detokenizer started but not yet listed ends by itself: its pipe closes.)
+        for process in started:
             if process.is_alive():
                 process.kill()
             process.join(5)
         raise
     finally:
-        folder_sender.close()
+        if folder_sender is not None:
+            folder_sender.close()
+    processes = [scheduler, detokenizer, *(process for process, _ in followers)]
     return Children(endpoints, info, processes, step_clock)
