@@ -1,6 +1,11 @@
 """Incremental detokenization in its own process.
 
-For each request it keeps the output ids and turns them into the whole text so far. While a
+For each request it keeps the output ids and returns the whole text so far. The text is built
+incrementally, as upstream SGLang's detokenizer does: a step decodes only the ids after the last
+committed text, with the few ids before them as context (so a tokenizer that drops a leading
+space on the first token of a decode still gets it right), and commits the new text once it
+ends on a whole character. A step's cost is thus independent of the output's length; decoding
+the whole output each step would make a long output's detokenization quadratic. While a
 request runs, text that could still grow into a stop string, or that ends inside a multi-byte
 character, is held back, so streamed text never has to be taken back; once the request finishes
 on a stop string, the text is cut where the stop string begins (unless `no_stop_trim`). A
@@ -35,8 +40,14 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Stream:
+    """One request's output. Invariant: `text` is the decoded text of `ids[:read_offset]`, and
+    `ids[context_offset:read_offset]` are the ids whose decode ends it (the next step's context)."""
+
     spec: DecodeSpec
     ids: list[int] = field(default_factory=list)
+    text: str = ""
+    context_offset: int = 0
+    read_offset: int = 0
 
 
 def held_back(text: str, stops: tuple[str, ...], regexes: tuple[str, ...] = ()) -> str:
@@ -96,17 +107,38 @@ class Detokenizer:
             stream = self.streams[update.rid] = _Stream(update.decode_spec)
         stream.ids.extend(update.new_token_ids)
         spec = stream.spec
-        text = self.tokenizer.decode(
-            text_ids(stream.ids, update.finish_reason, spec),
+        ids = text_ids(stream.ids, update.finish_reason, spec)
+        if update.finish_reason is None:
+            text = held_back(self._extended(stream, ids), spec.stop_strings, spec.stop_regexes)
+        else:
+            text = trimmed(self._final(stream, ids), update.finish_reason, spec)
+            del self.streams[update.rid]
+        return TextUpdate(update.rid, text, list(stream.ids), update.finish_reason, update.meta)
+
+    def _decode(self, ids: list[int], spec: DecodeSpec) -> str:
+        return self.tokenizer.decode(
+            ids,
             skip_special_tokens=spec.skip_special_tokens,
             spaces_between_special_tokens=spec.spaces_between_special_tokens,
         )
-        if update.finish_reason is None:
-            text = held_back(text, spec.stop_strings, spec.stop_regexes)
-        else:
-            text = trimmed(text, update.finish_reason, spec)
-            del self.streams[update.rid]
-        return TextUpdate(update.rid, text, list(stream.ids), update.finish_reason, update.meta)
+
+    def _tail(self, stream: _Stream, ids: list[int]) -> str:
+        """The text of `ids[read_offset:]`, decoded after its context ids."""
+        context = self._decode(ids[stream.context_offset : stream.read_offset], stream.spec)
+        return self._decode(ids[stream.context_offset :], stream.spec)[len(context) :]
+
+    def _extended(self, stream: _Stream, ids: list[int]) -> str:
+        """The whole text of `ids`; commits the new part once it ends on a whole character."""
+        tail = self._tail(stream, ids)
+        text = stream.text + tail
+        if tail and not tail.endswith("\ufffd"):
+            stream.text, stream.context_offset, stream.read_offset = text, stream.read_offset, len(ids)
+        return text
+
+    def _final(self, stream: _Stream, ids: list[int]) -> str:
+        if len(ids) < stream.read_offset:  # a trimmed stop token was already committed: start over
+            return self._decode(ids, stream.spec)
+        return stream.text + self._tail(stream, ids)
 
 
 def run_detokenizer_process(
