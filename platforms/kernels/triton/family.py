@@ -28,10 +28,11 @@ def _candidate(op: str, qualname: str, requires: Requirements = _TRITON) -> Cand
 
 FAMILY = KernelFamily(
     name="triton",
-    description="Triton kernels: paged decode/extend attention, KV store, "
+    description="Triton kernels: paged decode/extend attention, MLA decode over the latent pool, KV store, "
     "norms, rotary, gated MLP, MoE (biased experts too), multi-LoRA",
     candidates=(
         _candidate("attention_backend", "attention:TritonAttention", _ATTENTION),
+        _candidate("mla_backend", "mla:TritonMLA"),
         _candidate("store_kv", "kv_store:store_kv"),
         _candidate("rms_norm", "norm:rms_norm"),
         _candidate("fused_add_rms_norm", "norm:fused_add_rms_norm"),
