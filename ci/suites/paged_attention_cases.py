@@ -72,6 +72,7 @@ CASES: tuple[tuple[str, str, int], ...] = (
     ("decode", "gqa4_d96", 16),
     ("mixed", "gqa2_d80", 32),
     *((s, "gqa_window_sinks", p) for s in ("cached_prefix", "mixed") for p in PAGE_SIZES),
+    ("decode", "gqa_window_sinks", 16),
 )
 """(scenario, layer, page size) the parity suites run: the full product of the short scenarios
 and the first four layers, and the long scenario, GQA ratio 8 and head dim 64 where they add

@@ -45,9 +45,14 @@ from sglang.platforms.tpu.backend import xla_cpu_requested
 TARGETS = target_params()
 INTERPRETED_SPECS = ("llama", "qwen3-moe", "gemma2-softcap", "gpt-oss-sinks")
 """Under Triton's interpreter (slow): one dense, one MoE, windowed soft-capped layers, and windowed
-layers with sinks (the Triton attention serves them; its MoE declares no biased experts, so the
-reference serves those, and selection says why)."""
-SPEC_NAMES = list(INTERPRETED_SPECS) if triton_interpreted() else [spec.name for spec in MODEL_SPECS]
+layers with sinks and biased experts with the clamped SwiGLU (the Triton attention and MoE serve
+them)."""
+INTERPRETED_SLOW_SPECS = ("deepseek-v3-mla",)
+"""Under Triton's interpreter in the slow run only: MLA through the Triton MLA decode kernel (its
+op parity runs by default)."""
+SPEC_NAMES = (
+    [*INTERPRETED_SPECS, *INTERPRETED_SLOW_SPECS] if triton_interpreted() else [spec.name for spec in MODEL_SPECS]
+)
 BF16_SPECS = ("llama", "qwen3-qknorm", "gemma2-softcap")
 REAL_SHAPE_SPECS = ("qwen3-gqa7-d128", "llama-gqa5-d256")
 """Real models' head dims and GQA groups. Not on XLA:CPU, which compiles every step shape anew
@@ -75,6 +80,7 @@ def spec_schedules(specs: list[str] | tuple[str, ...]) -> list:
             marks=pytest.mark.slow
             if (spec in QUICK_SCHEDULE_SPECS and schedule not in ("decode", "mixed"))
             or ((spec in MIXED_ONLY_SPECS or XLA_CPU_ROW) and schedule != "mixed")
+            or spec in INTERPRETED_SLOW_SPECS
             else (),
         )
         for spec in specs
@@ -150,14 +156,17 @@ GREEDY_SPECS = (
     "gpt-oss-sinks",
 )
 """Architectures whose greedy text is checked on every target (so it is identical across them)."""
-SLOW_GREEDY_SPECS = ("deepseek-v2-mla",)
+SLOW_GREEDY_SPECS = ("deepseek-v2-mla", *INTERPRETED_SLOW_SPECS)
 """Left to the slow run (CI budget): DeepSeek-V3 covers MLA decoding by default."""
+EMULATED_SLOW_GREEDY_SPECS = ("gpt-oss-sinks",) if triton_interpreted() or XLA_CPU_ROW else ()
+"""Slow where every decode step is emulated (Triton's interpreter, a fresh XLA:CPU compile per
+shape): there the `mixed` schedule covers sinks and biased experts by default."""
 
 
 @pytest.mark.parametrize(
     "spec",
     [
-        pytest.param(s, marks=pytest.mark.slow if s in SLOW_GREEDY_SPECS else ())
+        pytest.param(s, marks=pytest.mark.slow if s in (*SLOW_GREEDY_SPECS, *EMULATED_SLOW_GREEDY_SPECS) else ())
         for s in GREEDY_SPECS
         if s in SPEC_NAMES
     ],

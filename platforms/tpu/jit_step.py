@@ -90,8 +90,9 @@ class JitStepRunner:
         if not callable(getattr(backend, "metadata", None)):
             raise PlatformError(
                 f"{label}: jitted steps need an attention backend that builds its metadata inside the "
-                f"step (the jax family's); {type(backend).__name__} does not (it is chosen when the "
-                "model needs a feature the jax attention lacks, such as sinks: `sglang ops` says which)"
+                f"step (the jax family's); {type(backend).__name__} does not (it is chosen when the ops "
+                "are forced to their references, or the model needs a feature the jax attention lacks: "
+                "`sglang ops` says which)"
             )
         self.torchax = import_torchax()
         self.cache_dir = enable_persistent_cache()

@@ -4,7 +4,9 @@ SwiGLU where the config says so), an optional shared expert (gated as in Qwen2-M
 
 Under tensor parallelism every rank holds every expert, each split over its intermediate size
 (gate/up rows, down columns) as in a dense MLP; the router is replicated and the experts'
-partial outputs are summed over ranks."""
+partial outputs are summed over ranks. Experts' biases (gpt-oss): the gate/up bias is split with
+its rows (the clamped SwiGLU is elementwise); the down bias is replicated and added by the first
+rank only, so the sum over ranks holds it once."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.layers.linear import Linear, Shards, empty_parameter
 from sglang.runtime.layers.mlp import GatedMLP, gated_activation_op
 from sglang.runtime.layers.module import Module
-from sglang.runtime.layers.sharding import Reads, ShardingError, even_split
+from sglang.runtime.layers.sharding import Reads, even_split
 from sglang.runtime.models.config import ModelConfig
 
 # Checkpoints name an expert's projections either Llama-style or Mixtral-style (w1/w3/w2).
@@ -36,9 +38,6 @@ class Experts(Module):
         super().__init__()
         self.group = tp_group()
         self.split = even_split(intermediate_size, self.group, "the expert intermediate size")
-        if biased and not self.split.whole:
-            # The down bias would be summed once per rank by the all-reduce of the partial outputs.
-            raise ShardingError("experts with biases (gpt-oss) are not supported under tensor parallelism")
         self.num_experts = num_experts
         self.intermediate_size = width = self.split.size
         self.gate_up_proj = empty_parameter(num_experts, 2 * width, hidden_size, dtype=dtype)
@@ -51,7 +50,8 @@ class Experts(Module):
         candidates that serve no biases keep their signature)."""
         if self.gate_up_bias is None:
             return {}
-        return {"w13_bias": self.gate_up_bias, "w2_bias": self.down_bias}
+        # The partial outputs are summed over ranks: the down bias goes into one of them.
+        return {"w13_bias": self.gate_up_bias, "w2_bias": self.down_bias if self.group.rank == 0 else None}
 
     def checkpoint_shards(self) -> Shards:
         width = self.intermediate_size
@@ -78,6 +78,9 @@ class Experts(Module):
             for names, dim in ((_GATE_NAMES, 0), (_UP_NAMES, 0), (_DOWN_NAMES, 1)):
                 for proj in names:
                     reads[f"{name}.{e}.{proj}.weight"] = self.split.index(dim)
+            if self.gate_up_bias is not None:
+                for proj in ("gate_proj", "up_proj"):
+                    reads[f"{name}.{e}.{proj}.bias"] = self.split.index(0)
         return reads
 
 

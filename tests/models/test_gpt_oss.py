@@ -4,12 +4,15 @@ are refused with the reason, and checkpoints we cannot serve are refused when th
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from sglang.ops.selection import SelectionError
 from sglang.platforms.base import ModelFacts
 from sglang.platforms.cuda.platform import CudaPlatform
+from sglang.platforms.rocm.platform import RocmPlatform
 from sglang.platforms.tpu.platform import TpuPlatform
 from sglang.runtime.models.config import ModelConfig
 
@@ -25,15 +28,17 @@ def test_candidates_without_sinks_or_expert_biases_are_refused_with_the_reason()
     assert attention.chosen.family == "triton"  # its kernels take the sinks; flashinfer's here do not
     refused = {r.candidate.family: r.reason for r in attention.rejected if not r.eligible}
     assert set(refused) == {"flashinfer"} and "needs sinks" in refused["flashinfer"]
-    experts = cuda["moe_experts"]
-    assert experts.chosen.family == "torch_native"
-    assert any(not r.eligible and "expert_bias" in r.reason for r in experts.rejected if r.candidate.family == "triton")
+    assert cuda["moe_experts"].chosen.family == "triton"  # its grouped GEMMs take the biases
+    rocm = RocmPlatform().select_ops(GPT_OSS_FACTS, force_reference=False)["moe_experts"]
+    assert any(not r.eligible and "expert_bias" in r.reason for r in rocm.rejected if r.candidate.family == "aiter")
 
-    tpu = TpuPlatform().select_ops(GPT_OSS_FACTS, force_reference=False)
-    assert tpu["attention_backend"].chosen.family == "reference"
-    jax = [r for r in tpu["attention_backend"].rejected if r.candidate.family == "jax"]
-    assert jax and not any(r.eligible for r in jax)
-    assert any("needs sinks" in r.reason for r in jax)
+    # On tpu the jax.numpy attention takes the sinks; tpu-inference's Pallas kernel does not.
+    # Head dim 128, which the Pallas kernel serves: the sinks alone refuse it.
+    facts = dataclasses.replace(GPT_OSS_FACTS, head_dim=128)
+    tpu = TpuPlatform().select_ops(facts, force_reference=False)["attention_backend"]
+    assert tpu.chosen.qualname.endswith("attention:RaggedPagedAttention")
+    pallas = [r for r in tpu.rejected if r.candidate.qualname.endswith("PallasRaggedAttention")]
+    assert pallas and not pallas[0].eligible and "needs sinks" in pallas[0].reason
 
 
 def test_override_naming_a_candidate_without_sinks_fails_at_startup() -> None:

@@ -100,16 +100,17 @@ def test_captured_buckets_match_eager(monkeypatch, caplog, compiled: bool, trace
     assert sorted(runner.step_runner.stats.captured_buckets) == [1, 2, 4, 8]
 
 
-def test_pool_attention_refuses_to_capture_what_it_cannot_serve() -> None:
-    """A captured step has no per-step plan, so the SDPA fallback the pool attention takes for
-    some layers (a sliding window, soft-capping, a non-float32 pool) cannot run inside it."""
+def test_pool_attention_captures_every_float32_layer_kind() -> None:
+    """A captured step has no per-step plan, so every layer must take the kernel's path: it serves
+    sliding windows, soft-capping and sinks; a non-float32 pool (the SDPA fallback) is refused."""
     plain, windowed = AttentionLayer(0, 0.125), AttentionLayer(1, 0.125, sliding_window=64)
     capped = AttentionLayer(2, 0.125, logit_softcap=30.0)
+    sinks = AttentionLayer(3, 0.125, sliding_window=8, sinks=True)
 
     def reason(layers: tuple[AttentionLayer, ...], dtype: torch.dtype = torch.float32) -> str | None:
         backend = PoolDecodeAttention(4, 2, 64, dtype, torch.device("cpu"))
         return backend.init_capture(CaptureLimits.for_pool(max_batch=4, num_slots=32, max_seq_len=64, layers=layers))
 
     assert reason((plain,)) is None
-    assert "sliding window" in reason((plain, windowed, capped)) and "[1, 2]" in reason((plain, windowed, capped))
+    assert reason((plain, windowed, capped, sinks)) is None
     assert "float32" in reason((plain,), torch.bfloat16)

@@ -24,7 +24,9 @@ def checkpoint(name: str, root: Path) -> Checkpoint:
     return build_checkpoint(SPECS_BY_NAME[name], directory)
 
 
-def runner_for(ckpt: Checkpoint, platform: Platform, num_slots: int = 128, dtype=torch.float32) -> ModelRunner:
+def runner_for(
+    ckpt: Checkpoint, platform: Platform, num_slots: int = 128, dtype=torch.float32, force_reference: bool = False
+) -> ModelRunner:
     config = ckpt.config
     facts = ModelFacts(
         dtype=dtype,
@@ -33,7 +35,7 @@ def runner_for(ckpt: Checkpoint, platform: Platform, num_slots: int = 128, dtype
         num_kv_heads=config.num_kv_heads,
         features=config.op_features,
     )
-    platform.bind_ops(facts)
+    platform.bind_ops(facts, force_reference=force_reference)
     model = model_class_for(config)(config, dtype)
     model.load_weights(ckpt.weights.items())
     model.eval()

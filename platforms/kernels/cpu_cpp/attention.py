@@ -3,8 +3,8 @@
 Extend rows (prefill) are SDPA's, as in torch_native. Decode rows are not gathered into a padded
 `[B, Hk, Lmax, D]` block: the kernel walks each row's slot list in the pool itself, so a step
 reads each cached K/V once (the gather read it, wrote a copy, and SDPA read the copy again;
-at ~1000-token contexts that copy dominated decode). Float32 pools only; layers with a sliding
-window, logit soft-capping or sinks keep the SDPA path (the kernel has none of them).
+at ~1000-token contexts that copy dominated decode). The kernel serves a sliding window (it reads
+only the window's slots), logit soft-capping and attention sinks (gpt-oss). Float32 pools only.
 """
 
 from __future__ import annotations
@@ -54,10 +54,6 @@ class PoolDecodeAttention(SdpaAttention):
         # A captured step has no per-step plan, so every layer must take the kernel's path.
         if self.dtype != torch.float32:
             return f"{type(self).__name__} captures float32 KV pools only, not {self.dtype}"
-        unserved = [layer.layer_id for layer in limits.layers if not self._serves(layer)]
-        if unserved:
-            kinds = "a sliding window, soft-capping or sinks"
-            return f"{type(self).__name__} cannot capture layers with {kinds} ({unserved})"
         self._slots = torch.zeros(limits.max_kv_entries, dtype=torch.long)
         self._starts = torch.zeros(limits.max_batch + 1, dtype=torch.long)
         self._new_slots = torch.zeros(limits.max_batch, dtype=torch.long)
@@ -84,27 +80,29 @@ class PoolDecodeAttention(SdpaAttention):
         self._new_slots[:batch].copy_(inputs.kv_slots[starts[1:] - 1])
 
     def forward(self, q, k, v, kv_buffer, metadata, layer, sinks=None):
-        if not metadata.extend_rows and self._reads_pool(q, kv_buffer, metadata, layer):
+        if not metadata.extend_rows and self._reads_pool(q, kv_buffer, metadata):
             # A decode-only step: every query row is a decode row, in order; the kernel stores the
             # new K/V rows itself (two index copies fewer per layer).
-            args = (q, k, v, kv_buffer, metadata.new_slots, metadata.pool_slots, metadata.pool_starts, layer.scale)
-            return kernel_ops().decode_attention_store(*args), kv_buffer
+            pool = (metadata.new_slots, metadata.pool_slots, metadata.pool_starts)
+            return kernel_ops().decode_attention_store(q, k, v, kv_buffer, *pool, *_layer_args(layer, sinks)), kv_buffer
         return super().forward(q, k, v, kv_buffer, metadata, layer, sinks)
 
     def _decode(self, q, kv_buffer, meta, layer, sinks=None) -> torch.Tensor:
-        if not self._reads_pool(q, kv_buffer, meta, layer):
+        if not self._reads_pool(q, kv_buffer, meta):
             return super()._decode(q, kv_buffer, self._padded(meta), layer, sinks)
         queries = q[meta.decode_q_index]
-        return kernel_ops().decode_attention(queries, kv_buffer, meta.pool_slots, meta.pool_starts, layer.scale)
+        pool = (meta.pool_slots, meta.pool_starts)
+        return kernel_ops().decode_attention(queries, kv_buffer, *pool, *_layer_args(layer, sinks))
 
-    @staticmethod
-    def _serves(layer: AttentionLayer) -> bool:
-        return layer.sliding_window is None and layer.logit_softcap is None and not layer.sinks
-
-    def _reads_pool(self, q, kv_buffer, meta: PoolAttentionMetadata, layer: AttentionLayer) -> bool:
-        """Whether the kernel serves this layer's decode rows (else the SDPA path does)."""
-        return self._serves(layer) and meta.pool_slots is not None and q.dtype == kv_buffer.dtype == torch.float32
+    def _reads_pool(self, q, kv_buffer, meta: PoolAttentionMetadata) -> bool:
+        """Whether the kernel serves this step's decode rows (else the SDPA path does)."""
+        return meta.pool_slots is not None and q.dtype == kv_buffer.dtype == torch.float32
 
     def _padded(self, meta: PoolAttentionMetadata) -> SdpaAttentionMetadata:
         """The torch_native metadata for the same batch (its decode path: gather, then SDPA)."""
         return SdpaAttention.plan(self, meta.inputs)
+
+
+def _layer_args(layer: AttentionLayer, sinks: torch.Tensor | None) -> tuple:
+    """The kernel's per-layer arguments: scale, window (0: none), soft-cap (0: none), sinks."""
+    return layer.scale, layer.sliding_window or 0, layer.logit_softcap or 0.0, sinks

@@ -148,9 +148,11 @@ def _register_fakes() -> None:
         lambda x, packed, scales, offsets, group, tiles, bias: out(x, packed)
     )
     torch.library.register_fake(f"{NAME}::int8_linear")(lambda x, qweight, scales, group, tiles, bias: out(x, qweight))
-    torch.library.register_fake(f"{NAME}::decode_attention")(lambda q, kv, slots, starts, scale: torch.empty_like(q))
+    torch.library.register_fake(f"{NAME}::decode_attention")(
+        lambda q, kv, slots, starts, scale, window, softcap, sinks: torch.empty_like(q)
+    )
     torch.library.register_fake(f"{NAME}::decode_attention_store")(
-        lambda q, k, v, kv, new_slots, slots, starts, scale: torch.empty_like(q)
+        lambda q, k, v, kv, new_slots, slots, starts, scale, window, softcap, sinks: torch.empty_like(q)
     )
     torch.library.register_fake(f"{NAME}::mla_decode")(
         lambda query, kv, slots, starts, rank, scale: query.new_empty((*query.shape[:2], rank))

@@ -38,7 +38,7 @@ FAMILY = KernelFamily(
             "attention_backend",
             "cpu_cpp",
             f"{_HERE}.attention:PoolDecodeAttention",
-            # Layers with sinks take the torch_native (SDPA) path it extends.
+            # Its decode kernel takes the sinks; extend rows take the SDPA path it extends.
             Requirements(dtypes=frozenset({torch.float32}), features=frozenset({"sinks"})),
         ),
         Candidate(

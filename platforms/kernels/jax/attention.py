@@ -4,7 +4,8 @@
 `ragged_attention`): per-sequence KV lengths, page indices, cumulative query lengths and the
 decodes-first distribution, as host arrays of a given padded `RaggedShape`. The tpu platform's
 jitted step pads them to bucket shapes and passes them in as arguments; eager callers (op parity)
-get them at their natural size. `forward` runs the jax.numpy kernel, or on a TPU the Pallas one.
+get them at their natural size. `forward` runs the jax.numpy kernel (which serves sinks), or on a
+TPU the Pallas one.
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ class RaggedPagedAttention(AttentionBackend):
     def metadata(arrays: dict[str, torch.Tensor], max_q_len: int) -> RaggedMetadata:
         return RaggedMetadata(**{k: arrays[k] for k in CONTRACT_FIELDS}, max_q_len=max_q_len)
 
-    def forward(self, q, k, v, kv_buffer, metadata: RaggedMetadata, layer: AttentionLayer):  # type: ignore[override]
+    def forward(self, q, k, v, kv_buffer, metadata: RaggedMetadata, layer: AttentionLayer, sinks=None):  # type: ignore[override]
+        # Only layers with sinks pass them: the Pallas kernel this class also drives takes none.
+        with_sinks = {} if sinks is None else {"sinks": sinks}
         return self.kernel(
             q,
             k,
@@ -123,4 +126,5 @@ class RaggedPagedAttention(AttentionBackend):
             max_q_len=metadata.max_q_len,
             sliding_window=layer.sliding_window,
             soft_cap=layer.logit_softcap,
+            **with_sinks,
         )

@@ -13,7 +13,8 @@ _JAX = ("jax", "torchax")
 
 FAMILY = KernelFamily(
     name="jax",
-    description="jax.numpy ragged paged attention (tpu-inference's contract) and absorbed MLA on it, multi-LoRA; "
+    description="jax.numpy ragged paged attention (tpu-inference's contract, sinks too) and absorbed MLA on it, "
+    "multi-LoRA; "
     "Pallas on a TPU",
     candidates=(
         Candidate(
@@ -23,7 +24,13 @@ FAMILY = KernelFamily(
             Requirements(packages=(*_JAX, "libtpu"), head_dims=frozenset({128, 256})),
             priority=1,
         ),
-        Candidate("attention_backend", "jax", f"{_HERE}.attention:RaggedPagedAttention", Requirements(packages=_JAX)),
+        Candidate(
+            "attention_backend",
+            "jax",
+            f"{_HERE}.attention:RaggedPagedAttention",
+            # The Pallas kernel above takes no sinks: a model with them binds this one on a TPU too.
+            Requirements(packages=_JAX, features=frozenset({"sinks"})),
+        ),
         Candidate("mla_backend", "jax", f"{_HERE}.mla:RaggedAbsorbedMLA", Requirements(packages=_JAX)),
         Candidate("lora_shrink", "jax", f"{_HERE}.lora:lora_shrink", Requirements(packages=_JAX)),
         Candidate("lora_expand", "jax", f"{_HERE}.lora:lora_expand", Requirements(packages=_JAX)),

@@ -12,6 +12,9 @@ Contract (all shapes static; only the first `distribution[2]` sequences are real
 - `distribution` `i32[3]`: cumulative counts of decode sequences (one new token), single-chunk
   prefills and mixed sequences: decodes first. `distribution[2]` is the number of sequences.
 
+`sinks` `[Hq]` (optional, gpt-oss): a learned logit per query head that joins the softmax's
+denominator with no value. tpu-inference's Pallas kernel takes none, so only this one serves it.
+
 `ragged_paged_attention` writes the new keys and values into their pages (padding rows write
 into page 0) and returns the attention output and the written pages: JAX arrays are immutable,
 so the caller replaces its buffer with the returned one.
@@ -68,6 +71,7 @@ def paged_attention(
     max_q_len: int,
     sliding_window: int | None = None,
     soft_cap: float | None = None,
+    sinks: jax.Array | None = None,
 ) -> jax.Array:
     """Attention of the new tokens over the cache (which already holds them): `[T, Hq, D]`."""
     num_tokens, num_q_heads, head_dim = queries.shape
@@ -94,12 +98,21 @@ def paged_attention(
     if sliding_window is not None:
         visible &= kv_pos[None, None, :] > q_pos[:, :, None] - sliding_window
     scores = jnp.where(visible[:, None, None], scores, MASK_VALUE)
-    probs = jax.nn.softmax(scores, axis=-1)
+    probs = jax.nn.softmax(scores, axis=-1) if sinks is None else _softmax_with_sinks(scores, sinks, kv_heads, group)
     out = jnp.einsum("skgql,slkd->sqkgd", probs, values.astype(jnp.float32))
     out = out.reshape(num_seqs_padded, max_q_len, num_q_heads, head_dim)
     seq, index, real = token_layout(cu_q_lens, num_tokens, num_seqs)
     gathered = out[seq, jnp.clip(index, 0, max_q_len - 1)]
     return jnp.where(real[:, None, None], gathered, 0.0).astype(queries.dtype)
+
+
+def _softmax_with_sinks(scores: jax.Array, sinks: jax.Array, kv_heads: int, group: int) -> jax.Array:
+    """Softmax over the last axis of `scores` `[S, Hk, G, Q, L]` whose denominator also holds
+    `exp(sink)` of the query head (`hk * G + g`), a column with no value."""
+    sink = sinks.astype(jnp.float32).reshape(1, kv_heads, group, 1, 1)
+    peak = jnp.maximum(scores.max(axis=-1, keepdims=True), sink)
+    numerators = jnp.exp(scores - peak)
+    return numerators / (numerators.sum(axis=-1, keepdims=True) + jnp.exp(sink - peak))
 
 
 @partial(jax.jit, static_argnames=("sm_scale", "max_q_len", "sliding_window", "soft_cap"))
@@ -117,6 +130,7 @@ def ragged_paged_attention(
     max_q_len: int,
     sliding_window: int | None = None,
     soft_cap: float | None = None,
+    sinks: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Writes the new K/V, then attends; returns `(output [T, Hq, D], written kv_pages)`.
     `max_q_len` (static) bounds every sequence's new tokens. Jitted on its own, so an eager call
@@ -136,5 +150,6 @@ def ragged_paged_attention(
         max_q_len=max_q_len,
         sliding_window=sliding_window,
         soft_cap=soft_cap,
+        sinks=sinks,
     )
     return out, kv_pages

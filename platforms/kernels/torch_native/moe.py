@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from sglang.ops import activation
+from sglang.ops.moe import moe_experts as reference_moe_experts
 
 
 def moe_experts(
@@ -20,9 +21,12 @@ def moe_experts(
 ) -> torch.Tensor:
     """Runs each expert only on the tokens routed to it (sparse), accumulating in float32.
 
-    The host reads which experts are hit, so this suits eager devices: a graph-captured or jitted
-    step needs static shapes (the reference's dense form, or a grouped-GEMM kernel).
+    The host reads which experts are hit, so this suits eager steps. A traced or compiled step
+    (cpu's captured decode) would record one step's routing as constants and replay it for every
+    later batch: there it runs the reference's dense form, whose shapes do not depend on routing.
     """
+    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return reference_moe_experts(x, w13, w2, weights, expert_ids, activation_name, w13_bias, w2_bias)
     gated = getattr(activation, activation.GATED_ACTIVATIONS[activation_name])
     out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float32, device=x.device)
     flat_ids = expert_ids.flatten()

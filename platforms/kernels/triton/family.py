@@ -18,6 +18,9 @@ _ATTENTION = Requirements(
     dtypes=_FLOATS, packages=("triton",), head_dims=frozenset(range(16, 257, 16)), features=frozenset({"sinks"})
 )
 
+# Experts with biases and gpt-oss's clamped SwiGLU are fused into the grouped GEMMs.
+_MOE = Requirements(dtypes=_FLOATS, packages=("triton",), features=frozenset({"expert_bias"}))
+
 
 def _candidate(op: str, qualname: str, requires: Requirements = _TRITON) -> Candidate:
     return Candidate(op, "triton", f"{_HERE}.{qualname}", requires=requires, tunable=True)
@@ -25,16 +28,18 @@ def _candidate(op: str, qualname: str, requires: Requirements = _TRITON) -> Cand
 
 FAMILY = KernelFamily(
     name="triton",
-    description="Triton kernels: paged decode/extend attention, KV store, norms, rotary, gated MLP, MoE, multi-LoRA",
+    description="Triton kernels: paged decode/extend attention, MLA decode over the latent pool, KV store, "
+    "norms, rotary, gated MLP, MoE (biased experts too), multi-LoRA",
     candidates=(
         _candidate("attention_backend", "attention:TritonAttention", _ATTENTION),
+        _candidate("mla_backend", "mla:TritonMLA"),
         _candidate("store_kv", "kv_store:store_kv"),
         _candidate("rms_norm", "norm:rms_norm"),
         _candidate("fused_add_rms_norm", "norm:fused_add_rms_norm"),
         _candidate("apply_rotary", "rotary:apply_rotary"),
         _candidate("silu_and_mul", "activation:silu_and_mul"),
         _candidate("gelu_and_mul", "activation:gelu_and_mul"),
-        _candidate("moe_experts", "moe:moe_experts"),
+        _candidate("moe_experts", "moe:moe_experts", _MOE),
         _candidate("lora_shrink", "lora:lora_shrink"),
         _candidate("lora_expand", "lora:lora_expand"),
     ),

@@ -13,6 +13,11 @@ applies to fp32 operands only, keeps an fp32 model off TF32, so it matches its f
 import triton
 import triton.language as tl
 
+from sglang.ops import activation
+
+SWIGLU_ALPHA = tl.constexpr(activation.SWIGLU_ALPHA)
+SWIGLU_LIMIT = tl.constexpr(activation.SWIGLU_LIMIT)
+
 
 @triton.jit
 def tanh(x):
@@ -28,14 +33,19 @@ def soft_cap(scores, cap):
 
 @triton.jit
 def gated(gate, up, ACTIVATION: tl.constexpr):
-    """`act(gate) * up` for ACTIVATION "silu" or "gelu_tanh" (GELU's tanh approximation)."""
+    """`act(gate) * up` for ACTIVATION "silu" or "gelu_tanh" (GELU's tanh approximation);
+    "swigluoai" is gpt-oss's clamped SwiGLU (`ops.activation.clamped_swiglu_and_mul`)."""
     if ACTIVATION == "silu":
         act = gate * tl.sigmoid(gate)
+    elif ACTIVATION == "swigluoai":
+        gate = tl.minimum(gate, SWIGLU_LIMIT)
+        up = tl.minimum(tl.maximum(up, -SWIGLU_LIMIT), SWIGLU_LIMIT) + 1.0
+        act = gate * tl.sigmoid(gate * SWIGLU_ALPHA)
     else:
         inner = 0.7978845608028654 * (gate + 0.044715 * gate * gate * gate)  # sqrt(2 / pi)
         act = 0.5 * gate * (1.0 + tanh(inner))
     return act * up
 
 
-ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
+ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "swigluoai": "swigluoai"}
 """A config's `hidden_act` -> the ACTIVATION name `gated` takes."""

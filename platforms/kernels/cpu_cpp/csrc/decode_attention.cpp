@@ -6,6 +6,11 @@
 // are read by every query head of the group while in L1 (softmax in float32), so the pool is
 // streamed once per step instead of being copied, padded and read again.
 //
+// Per layer, optionally: a sliding window (a decode query sees only its row's last `window`
+// tokens, so only those are read), logit soft-capping (`cap * tanh(score / cap)`), and attention
+// sinks (gpt-oss: a learned logit per query head that joins the softmax's denominator with no
+// value). `window <= 0`, `softcap <= 0` and no `sinks` switch each off.
+//
 // `mla_decode` is multi-head latent attention's decode in the absorbed form, over the latent pool.
 //
 // `decode_attention_store` first writes the step's new K/V rows into the pool (what the caller's
@@ -66,10 +71,17 @@ void scores_of(const float* q, const float* k, const int64_t* slots, int64_t len
   for (; j < len; ++j) scores[j] = dot(q, k + slots[j] * stride, D) * scale;
 }
 
-// scores[j] = exp(scores[j] - max) for j < len; returns their sum.
-float softmax_numerators(float* scores, int64_t len) {
-  float mx = -INFINITY, total = 0.f;
+// scores[j] = cap * tanh(scores[j] / cap) for j < len.
+void soft_cap(float* scores, int64_t len, float cap) {
+  for (int64_t j = 0; j < len; ++j) scores[j] = cap * std::tanh(scores[j] / cap);
+}
+
+// scores[j] = exp(scores[j] - max) for j < len; returns their sum plus exp(sink - max), where
+// max also covers the sink (-inf: no sink).
+float softmax_numerators(float* scores, int64_t len, float sink = -INFINITY) {
+  float mx = sink, total = 0.f;
   for (int64_t j = 0; j < len; ++j) mx = std::max(mx, scores[j]);
+  if (sink > -INFINITY) total = std::exp(sink - mx);
   int64_t j = 0;
 #ifdef SGL_AVX2
   __m256 sum = _mm256_setzero_ps();
@@ -124,7 +136,8 @@ void weighted_values(const float* p, const float* v, const int64_t* slots, int64
 namespace sgl_cpu_cpp {
 
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& slots,
-                            const at::Tensor& starts, double scale) {
+                            const at::Tensor& starts, double scale, int64_t window, double softcap,
+                            const std::optional<at::Tensor>& sinks) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention", std::vector<c10::IValue>());
   TORCH_CHECK(q.scalar_type() == at::kFloat && kv.scalar_type() == at::kFloat, "decode_attention: float32");
   TORCH_CHECK(q.dim() == 3 && kv.dim() == 4 && kv.size(0) == 2, "decode_attention: q [B, H, D], kv [2, S, Hk, D]");
@@ -142,18 +155,27 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
   const int64_t* sp = slots_c.data_ptr<int64_t>();
   const int64_t* st = starts_c.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
-  const float sc = static_cast<float>(scale);
+  const float sc = static_cast<float>(scale), cap = static_cast<float>(softcap);
+  at::Tensor sinks_c;
+  if (sinks.has_value()) {
+    sinks_c = sinks->to(at::kFloat).contiguous();
+    TORCH_CHECK(sinks_c.numel() == H, "decode_attention: sinks [H]");
+  }
+  const float* sink_logits = sinks.has_value() ? sinks_c.data_ptr<float>() : nullptr;
   at::parallel_for(0, B * Hk, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / Hk, hk = task % Hk;
-      const int64_t first = st[b], len = st[b + 1] - st[b];
+      const int64_t row_len = st[b + 1] - st[b];
+      const int64_t len = window > 0 ? std::min(row_len, window) : row_len;  // the row's last `len` tokens
+      const int64_t first = st[b + 1] - len;
       scores.resize(group * len);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = hk * group + g;
         float* s = scores.data() + g * len;
         scores_of(qp + (b * H + h) * D, kp + hk * D, sp + first, len, stride, D, sc, s);
-        const float denominator = softmax_numerators(s, len);
+        if (cap > 0.f) soft_cap(s, len, cap);
+        const float denominator = softmax_numerators(s, len, sink_logits ? sink_logits[h] : -INFINITY);
         weighted_values(s, vp + hk * D, sp + first, len, stride, D, denominator, op + (b * H + h) * D);
       }
     }
@@ -164,7 +186,8 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
 // Writes k, v [B, Hk, D] into the pool at new_slots, then attends as decode_attention.
 at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   at::Tensor kv, const at::Tensor& new_slots, const at::Tensor& slots,
-                                  const at::Tensor& starts, double scale) {
+                                  const at::Tensor& starts, double scale, int64_t window, double softcap,
+                                  const std::optional<at::Tensor>& sinks) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention_store", std::vector<c10::IValue>());
   TORCH_CHECK(kv.scalar_type() == at::kFloat && k.scalar_type() == kv.scalar_type() && v.scalar_type() == kv.scalar_type(),
               "decode_attention: float32");
@@ -180,7 +203,7 @@ at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, cons
     std::copy_n(kc.data_ptr<float>() + r * row, row, pool + dst[r] * row);
     std::copy_n(vc.data_ptr<float>() + r * row, row, pool + (S + dst[r]) * row);
   }
-  return decode_attention(q, kv, slots, starts, scale);
+  return decode_attention(q, kv, slots, starts, scale, window, softcap, sinks);
 }
 
 // Multi-head latent attention's absorbed decode over the latent pool kv[S, R + r]: for row b and
@@ -225,10 +248,12 @@ at::Tensor mla_decode(const at::Tensor& query, const at::Tensor& kv, const at::T
 
 TORCH_LIBRARY_FRAGMENT(sglang_cpu_cpp, m) {
   m.def("mla_decode(Tensor query, Tensor kv, Tensor slots, Tensor starts, int rank, float scale) -> Tensor");
-  m.def("decode_attention(Tensor q, Tensor kv, Tensor slots, Tensor starts, float scale) -> Tensor");
+  m.def(
+      "decode_attention(Tensor q, Tensor kv, Tensor slots, Tensor starts, float scale, int window, float softcap, "
+      "Tensor? sinks) -> Tensor");
   m.def(
       "decode_attention_store(Tensor q, Tensor k, Tensor v, Tensor(a!) kv, Tensor new_slots, Tensor slots, "
-      "Tensor starts, float scale) -> Tensor");
+      "Tensor starts, float scale, int window, float softcap, Tensor? sinks) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(sglang_cpu_cpp, CPU, m) {

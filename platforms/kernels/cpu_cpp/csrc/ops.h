@@ -27,11 +27,14 @@ at::Tensor int4_tiles(const at::Tensor& packed, const at::Tensor& scales, const 
 at::Tensor int8_tiles(const at::Tensor& qweight, const at::Tensor& scales, int64_t group);
 
 // decode_attention.cpp
+// `window` <= 0: none; `softcap` <= 0: none; `sinks` [H] (gpt-oss) or none.
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& slots,
-                            const at::Tensor& starts, double scale);
+                            const at::Tensor& starts, double scale, int64_t window, double softcap,
+                            const std::optional<at::Tensor>& sinks);
 at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor kv,
                                   const at::Tensor& new_slots, const at::Tensor& slots, const at::Tensor& starts,
-                                  double scale);
+                                  double scale, int64_t window, double softcap,
+                                  const std::optional<at::Tensor>& sinks);
 at::Tensor mla_decode(const at::Tensor& query, const at::Tensor& kv, const at::Tensor& slots, const at::Tensor& starts,
                       int64_t rank, double scale);
 
