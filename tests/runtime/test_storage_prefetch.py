@@ -58,6 +58,22 @@ def test_prefetched_blocks_are_bounded_by_the_pool_and_given_back(tmp_path: Path
     tier.io.close(1)
 
 
+def test_jobs_for_one_prefix_read_each_block_once_and_share_its_room(tmp_path: Path):
+    tier = stored_tier(tmp_path, max_blocks=6)
+    jobs = [tier.prefetch(TOKENS, 0) for _ in range(3)]  # three requests sharing one stored prompt
+    assert all(job.done.wait(10) for job in jobs)
+    assert all(len(job.blocks) == 6 for job in jobs)
+    assert tier.io.store.stats.blocks_read == 6 and tier.io.held_blocks == 6
+    tier.take(TOKENS, 0, jobs[0])
+    assert tier.io.held_blocks == 6  # the other two still hold them
+    later = tier.prefetch(TOKENS, 0)
+    assert later.done.wait(10) and len(later.blocks) == 6 and tier.io.store.stats.blocks_read == 6
+    for job in (*jobs[1:], later):
+        assert [int(b.flatten()[0]) for b in tier.take(TOKENS, 0, job)] == list(range(6))
+    assert tier.io.held_blocks == 0
+    tier.io.close(1)
+
+
 def test_best_effort_admits_at_once(tmp_path: Path):
     tier = stored_tier(tmp_path, max_blocks=8, policy="best_effort")
     opened = gate(tier.io.store)
