@@ -1,7 +1,9 @@
 """The storage tier's disk traffic, off the scheduler's step: a writer thread and a reader thread.
 
-Writes: the scheduler hands over a host copy of each block (its own tensor: the host tier may
-reuse its row at once) and goes on; the writer thread publishes blocks in order. `flush` waits
+Writes: the scheduler hands over each block as a function that gives its host copy (its own
+tensor: the device slots and host rows may be reused at once), usually a device read still under
+way (runtime/memory/kv_pages.py `read_async`), and goes on; the writer thread waits for each
+copy and publishes blocks in order. `flush` waits
 for every queued write, with a bound, and shutdown flushes (`close`), so a block handed over is
 on disk unless the bound ran out or the disk refused it (counted by the store).
 
@@ -33,7 +35,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -43,6 +45,9 @@ from sglang.runtime.memory.page_store import FilePageStore
 logger = logging.getLogger(__name__)
 
 PREFETCH_POLICIES = ("best_effort", "wait_complete", "timeout")
+
+BlockCopy = Callable[[], torch.Tensor]
+"""Gives one block's host copy (waiting for the device read that makes it, if need be)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,7 @@ class StorageIO:
         self._held_lock = threading.Lock()  # guards _shared and jobs' blocks/cancelled
         self.stored: set[str] = set()
         self._queued: set[str] = set()  # handed to the writer, not written yet
-        self._writes: queue.Queue[tuple[BlockRef, torch.Tensor] | None] = queue.Queue()
+        self._writes: queue.Queue[tuple[BlockRef, BlockCopy] | None] = queue.Queue()
         self._reads: queue.Queue[Prefetch | None] = queue.Queue()
         self._idle = threading.Condition()
         self._threads = [
@@ -102,8 +107,9 @@ class StorageIO:
             return True
         return False
 
-    def write(self, ref: BlockRef, block: torch.Tensor) -> None:
-        """Queues `block` (a host tensor nobody else writes) for storage under `ref.key`."""
+    def write(self, ref: BlockRef, block: BlockCopy) -> None:
+        """Queues the block `block()` gives (on the writer thread: a host tensor nobody else
+        writes) for storage under `ref.key`."""
         with self._idle:
             self._queued.add(ref.key)
         self._writes.put((ref, block))
@@ -116,8 +122,11 @@ class StorageIO:
     def _write_loop(self) -> None:
         while (item := self._writes.get()) is not None:
             ref, block = item
-            if self.store.save(ref.key, ref.parent, ref.tokens, block):
-                self.stored.add(ref.key)
+            try:
+                if self.store.save(ref.key, ref.parent, ref.tokens, block()):
+                    self.stored.add(ref.key)
+            except Exception:  # a failed copy must not kill the writer: the block stays unstored
+                logger.exception("storage tier: backing up a block failed")
             with self._idle:
                 self._queued.discard(ref.key)
                 self._idle.notify_all()
