@@ -33,7 +33,7 @@ class MemoryInfo:
 
 class PendingRead:
     """A copy of KV slots to the host that may still be under way: `wait()` blocks until it is
-    complete and returns the host tensor (the same one on every call; any thread may call it)."""
+    complete and returns the host tensor (the same one on every call; one thread at a time)."""
 
     def __init__(self, finish: Callable[[], torch.Tensor]) -> None:
         self._finish: Callable[[], torch.Tensor] | None = finish

@@ -3,9 +3,9 @@
 Writes: the scheduler hands over each block as a function that gives its host copy (its own
 tensor: the device slots and host rows may be reused at once), usually a device read still under
 way (runtime/memory/kv_pages.py `read_async`), and goes on; the writer thread waits for each
-copy and publishes blocks in order. `flush` waits
-for every queued write, with a bound, and shutdown flushes (`close`), so a block handed over is
-on disk unless the bound ran out or the disk refused it (counted by the store).
+copy and publishes blocks in order. `flush` waits for every queued write, with a bound, and
+shutdown flushes (`close`), so a block handed over is on disk unless the bound ran out, its copy
+failed or the disk refused it (counted by the store).
 
 Reads: a request waiting in the queue gets a `Prefetch` of its stored blocks; the reader thread
 loads them in prefix order into the job (stopping at the first block storage does not have), and
