@@ -7,9 +7,12 @@
   (`ngram-map-k`, `ngram-mod`, `ngram-cache`), each with llama.cpp's default draft settings.
 - Shared prefix after a restart: bench_peers' shared-prefix round, served by a server that was
   stopped after serving the same prompts once. Ours runs with the storage tier
-  (`--enable-hierarchical-cache --hicache-storage-backend file` on a fresh folder), so the
-  restarted server reads the prefix's KV from disk; llama-server keeps its prompt cache in the
-  process only, so its restarted round computes everything again.
+  (`--enable-hierarchical-cache --hicache-storage-backend file` on a fresh folder,
+  `--hicache-storage-prefetch-policy timeout`), so the restarted server reads the prefix's KV
+  from disk; under the default best_effort the round's first request would be admitted before
+  its read lands, compute the prefix and share it with the others, so disk would serve nothing.
+  llama-server keeps its prompt cache in the process only, so its restarted round computes
+  everything again.
 
 Each function starts and stops its servers itself and returns `{row name: figure}`, in the
 units and naming of bench_peers' table.
@@ -84,6 +87,7 @@ def ours_after_restart(ours: SpecFactory, log_dir: Path, prompts: list[RequestIn
     """The round on a server restarted over the storage folder the first one filled."""
     storage = tempfile.mkdtemp(prefix="bench-peers-storage-")
     flags = ["--enable-hierarchical-cache", "--hicache-storage-backend", "file"]
+    flags += ["--hicache-storage-prefetch-policy", "timeout"]
     shared_prefix_round(ours(flags, {STORAGE_ENV: storage}), prompts, log_dir)  # fills the storage
     return {RESTART_ROW: shared_prefix_round(ours(flags, {STORAGE_ENV: storage}), prompts, log_dir)}
 

@@ -31,6 +31,21 @@ class MemoryInfo:
     total_bytes: int
 
 
+class PendingRead:
+    """A copy of KV slots to the host that may still be under way: `wait()` blocks until it is
+    complete and returns the host tensor (the same one on every call; one thread at a time)."""
+
+    def __init__(self, finish: Callable[[], torch.Tensor]) -> None:
+        self._finish: Callable[[], torch.Tensor] | None = finish
+        self._value: torch.Tensor | None = None
+
+    def wait(self) -> torch.Tensor:
+        if self._finish is not None:
+            self._value, self._finish = self._finish(), None
+        assert self._value is not None
+        return self._value
+
+
 class DeviceRuntime:
     """Host-memory runtime. `capture_graph` returns a callable that replays `fn` with the same
     static inputs, or raises where the runtime has no graphs (`supports_graphs` is False)."""
@@ -63,6 +78,15 @@ class DeviceRuntime:
         updates in place, as here; a functional device returns a new one."""
         index = slots.to(buffer.device)
         return buffer.index_copy_(axis, index, values.to(buffer.device, buffer.dtype))
+
+    def read_slots_async(self, buffers: Sequence[torch.Tensor], axis: int, slots: torch.Tensor) -> PendingRead:
+        """Starts copying every buffer's entries at `slots` (along `axis`) to the host, stacked
+        `[len(buffers), ...]`, after the work already queued on the buffers; the caller goes on
+        and `wait()`s where it needs the values (the storage writer thread). The slots may be
+        reused as soon as this returns. Host memory has nothing to overlap: done at once."""
+        self.synchronize()
+        value = torch.stack([self.read_slots(buffer, axis, slots) for buffer in buffers])
+        return PendingRead(lambda: value)
 
     def host_buffer(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """An uninitialized host tensor for KV pages kept off the device (a lower cache tier)."""

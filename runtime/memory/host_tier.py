@@ -57,6 +57,7 @@ class HostTier:
         self.pool.write(rows, self.io.read(torch.cat([node.slots for node in todo])))
         for node, part in zip(todo, rows.split([len(node.key) for node in todo])):
             node.host_slots = part
+            self.cache.host_leaves.push(node)
 
     def load(self, match: MatchResult, allocate: DeviceAlloc) -> MatchResult:
         """`match` extended by its host-held nodes, loaded into device slots from `allocate`

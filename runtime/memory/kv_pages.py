@@ -3,7 +3,7 @@
 The attention backend declares one layer's KV buffer shape for a pool of `n` slots
 (`kv_buffer_shape(n)`); the slot axis is the one axis whose length follows `n`, so this works
 for K/V pairs and compressed latents alike without knowing which. The copies themselves are the
-platform's device runtime's (`read_slots`, `write_slots`), so no code here names a device.
+platform's device runtime's (`read_slots_async`, `write_slots`), so no code here names a device.
 
 A block of KV read here is one host tensor `[num_layers, *kv_buffer_shape(len(slots))]`.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from sglang.ops.attention import AttentionBackend
-from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.platforms.device_runtime import DeviceRuntime, PendingRead
 
 
 def slot_axis(backend: AttentionBackend) -> int:
@@ -45,8 +45,12 @@ class KVPageIO:
 
     def read(self, slots: torch.Tensor) -> torch.Tensor:
         """Every layer's KV at `slots`, stacked on the host."""
-        self.runtime.synchronize()  # the step that wrote them may still be running
-        return torch.stack([self.runtime.read_slots(b, self.axis, slots) for b in self.runner.kv_buffers])
+        return self.read_async(slots).wait()
+
+    def read_async(self, slots: torch.Tensor) -> PendingRead:
+        """`read`, started: the copy runs after the steps queued so far (the one that wrote the
+        slots may still be running) and the slots may be reused at once; `wait()` gives it."""
+        return self.runtime.read_slots_async(self.runner.kv_buffers, self.axis, slots)
 
     def write(self, slots: torch.Tensor, values: torch.Tensor) -> None:
         """Stores `values` (from `read`, or a narrowed part of it) at `slots` in every layer."""

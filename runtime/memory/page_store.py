@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 
@@ -79,7 +80,7 @@ class FilePageStore:
 
     def save(self, key: str, parent: str, tokens: Sequence[int], block: torch.Tensor) -> bool:
         """Publishes `block` (a host tensor) under `key`; False when storage refused it."""
-        payload = block.contiguous().view(torch.uint8).numpy().tobytes() if block.numel() else b""
+        payload = memoryview(block.contiguous().reshape(-1).view(torch.uint8).numpy()) if block.numel() else b""
         header = {
             "magic": MAGIC,
             "version": VERSION,
@@ -115,14 +116,15 @@ class FilePageStore:
     def load(
         self, key: str, parent: str, tokens: Sequence[int], dtype: torch.dtype, shape: Sequence[int]
     ) -> torch.Tensor | None:
-        """The block stored under `key` if it is exactly the one asked for, else None."""
+        """The block stored under `key` if it is exactly the one asked for, else None. The payload
+        is read straight into the returned tensor (one copy out of the page cache), and only
+        once the header matched."""
         path = self.path(key)
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                block, reason = _read_block(f, self.model_id, parent, list(tokens), dtype, list(shape))
         except OSError:
             return None
-        block, reason = _decode(data, self.model_id, parent, list(tokens), dtype, list(shape))
         if block is None:
             self.stats.blocks_rejected += 1
             logger.warning("storage tier: rejected %s (%s); recomputing it", path.name, reason)
@@ -133,13 +135,17 @@ class FilePageStore:
         return block
 
 
-def _decode(
-    data: bytes, model_id: str, parent: str, tokens: list[int], dtype: torch.dtype, shape: list[int]
+HEADER_LIMIT = 1 << 20
+"""Longest header line read: a block's tokens, as JSON, are far shorter."""
+
+
+def _read_block(
+    f: BinaryIO, model_id: str, parent: str, tokens: list[int], dtype: torch.dtype, shape: list[int]
 ) -> tuple[torch.Tensor | None, str]:
-    """The block in a file's bytes and why it is unusable ("" when it is usable)."""
-    line, sep, payload = data.partition(b"\n")
+    """The block in an open file and why it is unusable ("" when it is usable)."""
+    line = f.readline(HEADER_LIMIT)
     try:
-        header = json.loads(line) if sep else None
+        header = json.loads(line) if line.endswith(b"\n") else None
     except ValueError:
         header = None
     if not isinstance(header, dict) or header.get("magic") != MAGIC or header.get("version") != VERSION:
@@ -154,10 +160,13 @@ def _decode(
     for name, value in expected.items():
         if header.get(name) != value:
             return None, f"its {name} differs from the one asked for"
+    block = torch.empty(shape, dtype=dtype)
+    payload = memoryview(block.view(-1).view(torch.uint8).numpy()) if block.numel() else memoryview(b"")
     if len(payload) != header.get("length"):
-        return None, f"truncated: {len(payload)} of {header.get('length')} bytes"
+        return None, f"its length {header.get('length')} is not the {len(payload)} bytes of its shape"
+    got = f.readinto(payload) if len(payload) else 0
+    if got != len(payload) or f.read(1):
+        return None, f"truncated: {got} of {len(payload)} bytes" if got != len(payload) else "trailing bytes"
     if hashlib.blake2b(payload).hexdigest() != header.get("digest"):
         return None, "checksum mismatch"
-    if not payload:
-        return torch.empty(shape, dtype=dtype), ""
-    return torch.frombuffer(bytearray(payload), dtype=torch.uint8).view(dtype).reshape(shape), ""
+    return block, ""

@@ -44,6 +44,7 @@ import torch
 
 from sglang.runtime.memory import tier_eviction
 from sglang.runtime.memory.eviction import eviction_policy
+from sglang.runtime.memory.leaf_queue import LeafQueue
 from sglang.runtime.memory.request_handover import RequestHandover
 from sglang.runtime.memory.tree_node import MatchResult, TreeNode, empty_slots
 
@@ -84,6 +85,7 @@ class RadixCache(RequestHandover):
         self._clock = 0  # a logical clock: deterministic LRU order, no ties along one path
         self.root = TreeNode(key=[], slots=empty_slots(), parent=None, node_id=next(self._ids))
         self.root.lock_ref = 1  # never evicted, and lock walks stop at it
+        self.host_leaves = LeafQueue(self.policy)  # host eviction's order (runtime/memory/leaf_queue.py)
         self._evictable = 0
         self._protected = 0
 
@@ -109,7 +111,7 @@ class RadixCache(RequestHandover):
             matched = self._match_len(child.key, key, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)
-            child.last_access = self._clock
+            self._touch(child)
             if child.on_device:
                 parts.append(child.slots)
             else:
@@ -158,8 +160,8 @@ class RadixCache(RequestHandover):
             matched = self._match_len(child.key, key, pos)
             if matched < len(child.key):
                 child = self._split(child, matched)
-            child.last_access = self._clock
             child.priority = max(child.priority, priority)
+            self._touch(child)
             if not child.on_device:
                 present = pos if present is None else present
                 self.revive(child, slots[pos : pos + matched])
@@ -183,6 +185,11 @@ class RadixCache(RequestHandover):
         assert not node.on_device and len(slots) == len(node.key)
         node.slots = slots
         self._evictable += len(node.key)  # host-held nodes are never locked
+        self.host_leaves.push(node.parent)  # it may have been the last host-only child in the way
+
+    def _touch(self, node: TreeNode) -> None:  # an access: its eviction key changes, the host queue hears
+        node.last_access = self._clock
+        self.host_leaves.push(node)
 
     def inc_lock_ref(self, node: TreeNode) -> None:
         """Protects `node` (a device node) and its ancestors from eviction (one count per call)."""
@@ -289,4 +296,5 @@ class RadixCache(RequestHandover):
         if child.host_slots is not None:
             child.host_slots = child.host_slots[length:]
         head.children[self._child_key(child.key, 0)] = child
+        self.host_leaves.push(head)
         return head

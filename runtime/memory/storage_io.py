@@ -1,9 +1,11 @@
 """The storage tier's disk traffic, off the scheduler's step: a writer thread and a reader thread.
 
-Writes: the scheduler hands over a host copy of each block (its own tensor: the host tier may
-reuse its row at once) and goes on; the writer thread publishes blocks in order. `flush` waits
-for every queued write, with a bound, and shutdown flushes (`close`), so a block handed over is
-on disk unless the bound ran out or the disk refused it (counted by the store).
+Writes: the scheduler hands over each block as a function that gives its host copy (its own
+tensor: the device slots and host rows may be reused at once), usually a device read still under
+way (runtime/memory/kv_pages.py `read_async`), and goes on; the writer thread waits for each
+copy and publishes blocks in order. `flush` waits for every queued write, with a bound, and
+shutdown flushes (`close`), so a block handed over is on disk unless the bound ran out, its copy
+failed or the disk refused it (counted by the store).
 
 Reads: a request waiting in the queue gets a `Prefetch` of its stored blocks; the reader thread
 loads them in prefix order into the job (stopping at the first block storage does not have), and
@@ -16,11 +18,15 @@ job is upstream's `--hicache-storage-prefetch-policy`:
 
 Prefetched blocks wait in host memory until their request is admitted; all jobs together hold
 at most `max_blocks` of them (the device pool's size in blocks: more could not be loaded at
-once anyway). A job the reader stops for that bound is done with what it has.
+once anyway). A job the reader stops for that bound is done with what it has. Jobs share what
+they hold: requests that arrive together with one stored prefix (a few-shot prompt, a system
+prompt) queue jobs for the same keys, and a block another unfinished job holds is handed to the
+next one without reading the disk again or taking more room.
 
 Invariants: `stored` holds keys known to be on disk (written, or read intact); a job's `blocks`
 only grow, in prefix order, until `finish` takes them, and `done` is set once the reader stops
-on it; `held_blocks` is the number of blocks in jobs not finished, at most `max_blocks`.
+on it; `_shared` holds each block that unfinished jobs hold, once, with the number of those
+jobs; `held_blocks == len(_shared) <= max_blocks`.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -39,6 +45,9 @@ from sglang.runtime.memory.page_store import FilePageStore
 logger = logging.getLogger(__name__)
 
 PREFETCH_POLICIES = ("best_effort", "wait_complete", "timeout")
+
+BlockCopy = Callable[[], torch.Tensor]
+"""Gives one block's host copy (waiting for the device read that makes it, if need be)."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +78,11 @@ class StorageIO:
         self.dtype = dtype
         self.block_shape = tuple(block_shape)
         self.max_blocks = max_blocks
-        self.held_blocks = 0
-        self._held_lock = threading.Lock()  # guards held_blocks and jobs' blocks/cancelled
+        self._shared: dict[str, tuple[torch.Tensor, int]] = {}  # key -> (block, unfinished jobs holding it)
+        self._held_lock = threading.Lock()  # guards _shared and jobs' blocks/cancelled
         self.stored: set[str] = set()
         self._queued: set[str] = set()  # handed to the writer, not written yet
-        self._writes: queue.Queue[tuple[BlockRef, torch.Tensor] | None] = queue.Queue()
+        self._writes: queue.Queue[tuple[BlockRef, BlockCopy] | None] = queue.Queue()
         self._reads: queue.Queue[Prefetch | None] = queue.Queue()
         self._idle = threading.Condition()
         self._threads = [
@@ -82,6 +91,11 @@ class StorageIO:
         ]
         for thread in self._threads:
             thread.start()
+
+    @property
+    def held_blocks(self) -> int:
+        """Distinct blocks the unfinished jobs hold."""
+        return len(self._shared)
 
     # -- writes ------------------------------------------------------------------------------
     def has(self, key: str) -> bool:
@@ -93,8 +107,9 @@ class StorageIO:
             return True
         return False
 
-    def write(self, ref: BlockRef, block: torch.Tensor) -> None:
-        """Queues `block` (a host tensor nobody else writes) for storage under `ref.key`."""
+    def write(self, ref: BlockRef, block: BlockCopy) -> None:
+        """Queues the block `block()` gives (on the writer thread: a host tensor nobody else
+        writes) for storage under `ref.key`."""
         with self._idle:
             self._queued.add(ref.key)
         self._writes.put((ref, block))
@@ -107,8 +122,11 @@ class StorageIO:
     def _write_loop(self) -> None:
         while (item := self._writes.get()) is not None:
             ref, block = item
-            if self.store.save(ref.key, ref.parent, ref.tokens, block):
-                self.stored.add(ref.key)
+            try:
+                if self.store.save(ref.key, ref.parent, ref.tokens, block()):
+                    self.stored.add(ref.key)
+            except Exception:  # a failed copy must not kill the writer: the block stays unstored
+                logger.exception("storage tier: backing up a block failed")
             with self._idle:
                 self._queued.discard(ref.key)
                 self._idle.notify_all()
@@ -128,8 +146,17 @@ class StorageIO:
         with self._held_lock:
             job.cancelled = True
             blocks, job.blocks = job.blocks, {}
-            self.held_blocks -= len(blocks)
+            for key in blocks:
+                self._release(key)
         return blocks
+
+    def _release(self, key: str) -> None:
+        """One job fewer holds `key` (under `_held_lock`)."""
+        block, holders = self._shared[key]
+        if holders > 1:
+            self._shared[key] = (block, holders - 1)
+        else:
+            del self._shared[key]
 
     def _read_loop(self) -> None:
         while (job := self._reads.get()) is not None:
@@ -143,25 +170,29 @@ class StorageIO:
                 job.done.set()
 
     def _read_one(self, job: Prefetch, ref: BlockRef) -> bool:
-        """Reads one block into `job` if the bound allows; whether the job goes on."""
+        """Puts one block into `job`: the one another unfinished job holds, else read from disk if
+        the bound allows; whether the job goes on."""
         with self._held_lock:
-            if job.cancelled or self.held_blocks >= self.max_blocks:
+            if job.cancelled:
                 return False
-            self.held_blocks += 1  # its room is taken before the read, so the bound holds
-        block = None
-        try:
-            block = self.store.load(ref.key, ref.parent, ref.tokens, self.dtype, self.block_shape)
-        finally:
-            with self._held_lock:
-                if block is None or job.cancelled:
-                    self.held_blocks -= 1
-                else:
-                    job.blocks[ref.key] = block
+            if ref.key in self._shared:
+                block, holders = self._shared[ref.key]
+                self._shared[ref.key] = (block, holders + 1)
+                job.blocks[ref.key] = block
+                return True
+            if len(self._shared) >= self.max_blocks:
+                return False
+        block = self.store.load(ref.key, ref.parent, ref.tokens, self.dtype, self.block_shape)
         if block is None:
             self.stored.discard(ref.key)
             return False
         self.stored.add(ref.key)
-        return not job.cancelled
+        with self._held_lock:  # only this thread adds to `_shared`, so the bound still holds
+            if job.cancelled:
+                return False
+            self._shared[ref.key] = (block, 1)
+            job.blocks[ref.key] = block
+        return True
 
     def close(self, timeout: float) -> bool:
         """Flushes queued writes (bounded by `timeout`) and stops both threads."""

@@ -58,15 +58,16 @@ class StorageTier:
         return [BlockRef(k, keys[i - 1] if i else "", plain[i * b : (i + 1) * b]) for i, k in enumerate(keys)]
 
     def back_up(self, token_ids: Sequence[int], slots: torch.Tensor) -> None:
-        """Queues every whole block of `token_ids` (KV at device `slots`) that storage lacks,
-        read off the device in one read."""
+        """Queues every whole block of `token_ids` (KV at device `slots`) that storage lacks, off
+        the device in one read that is only started here: the writer thread waits for it."""
         b = self.block_tokens
         missing = [(i, ref) for i, ref in enumerate(self.refs(token_ids)) if not self.io.has(ref.key)]
         if not missing:
             return
-        read = self.kv.read(torch.cat([slots[i * b : (i + 1) * b] for i, _ in missing]))
-        for (_, ref), block in zip(missing, read.split(b, dim=self.kv.axis + 1)):
-            self.io.write(ref, block.contiguous())
+        read = self.kv.read_async(torch.cat([slots[i * b : (i + 1) * b] for i, _ in missing]))
+        axis = self.kv.axis + 1
+        for n, (_, ref) in enumerate(missing):
+            self.io.write(ref, lambda n=n: read.wait().narrow(axis, n * b, b).contiguous())
 
     def prefetch(self, token_ids: Sequence[int], cached: int) -> Prefetch:
         """Starts reading the stored blocks of `token_ids` after its first `cached` tokens (what

@@ -7,7 +7,8 @@ The tree's `on_evict` hook sees each one first and may back it up; a leaf that i
 stays in the tree, held by the host tier; one that is not goes, with its host-held subtree
 (whose rows go back to the host pool: without the node, nothing could reach them).
 
-Host eviction takes host leaves (`is_host_leaf`): a node still on the device just loses its host
+Host eviction takes host leaves (`is_host_leaf`), in the order the tree's host queue keeps
+(runtime/memory/leaf_queue.py) rather than by a walk of every node: a node still on the device just loses its host
 copy; a node the host tier alone held leaves the tree. Locks do not matter there: requests only
 lock device KV.
 """
@@ -66,20 +67,24 @@ def evict_device(cache: RadixCache, num_tokens: int, free_fn: FreeFn) -> int:
 
 def evict_host(cache: RadixCache, num_tokens: int, keep: frozenset[int] = frozenset()) -> int:
     """Drops host copies of host leaves (never of nodes whose `node_id` is in `keep`) until at
-    least `num_tokens` host rows are free again or none is left; returns the rows freed."""
-    heap = _heap(cache, (n for n in cache.nodes() if n.is_host_leaf() and n.node_id not in keep))
+    least `num_tokens` host rows are free again or none is left; returns the rows freed. The
+    leaves come from the tree's queue (runtime/memory/leaf_queue.py), not a walk of the tree."""
     freed: list[torch.Tensor] = []
+    kept: list[TreeNode] = []
     count = 0
-    while count < num_tokens and heap:
-        _, _, node = heapq.heappop(heap)
+    while count < num_tokens and (node := cache.host_leaves.pop(TreeNode.is_host_leaf)) is not None:
+        if node.node_id in keep:
+            kept.append(node)
+            continue
         freed.append(node.host_slots)
         count += len(node.key)
         node.host_slots = None
         parent = node.parent
         if not node.on_device:
             del parent.children[cache.child_key(node.key)]
-            if parent is not cache.root and parent.is_host_leaf() and parent.node_id not in keep:
-                _push(cache, heap, parent)
+            cache.host_leaves.push(parent)
+    for node in kept:
+        cache.host_leaves.push(node)
     if freed and cache.free_host is not None:
         cache.free_host(torch.cat(freed))
     return count
@@ -94,6 +99,7 @@ def drop_subtree(cache: RadixCache, node: TreeNode) -> None:
         walk = stack.pop()
         if walk.host_slots is not None:
             rows.append(walk.host_slots)
+            walk.host_slots = None  # its entries in the host queue are dropped when popped
         stack.extend(walk.children.values())
     if rows and cache.free_host is not None:
         cache.free_host(torch.cat(rows))

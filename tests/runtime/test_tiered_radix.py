@@ -7,16 +7,20 @@ says which token it holds."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
 from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.runtime.memory.eviction import POLICIES
 from sglang.runtime.memory.hicache_setup import HiCacheConfig
 from sglang.runtime.memory.hierarchical_cache import HierarchicalCache, Loaded
 from sglang.runtime.memory.host_pool import HostKVPool
 from sglang.runtime.memory.host_tier import HostTier
 from sglang.runtime.memory.kv_pages import KVPageIO
-from sglang.runtime.memory.radix_cache import RadixCache
+from sglang.runtime.memory.leaf_queue import COMPACT_SLACK
+from sglang.runtime.memory.radix_cache import RadixCache, TreeNode
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 
 LAYERS = 2
@@ -46,12 +50,14 @@ class Runner:
 class Tiers:
     """A pool of `pool_tokens` slots (page size 1) under a host tier of `host_tokens` rows."""
 
-    def __init__(self, host_tokens: int, policy: str = "write_back", pool_tokens: int = 64) -> None:
+    def __init__(
+        self, host_tokens: int, policy: str = "write_back", pool_tokens: int = 64, eviction: str = "lru"
+    ) -> None:
         self.allocator = PagedTokenAllocator(pool_tokens + 1, 1)
         self.runner = Runner(self.allocator.num_slots)
         runtime = DeviceRuntime()
         io = KVPageIO(self.runner, Layout(), runtime)
-        self.cache = RadixCache()
+        self.cache = RadixCache(eviction=eviction)
         pool = HostKVPool(host_tokens, io.block_shape(host_tokens), io.axis + 1, torch.float32, runtime.host_buffer)
         self.host = HostTier(pool, self.cache, io)
         config = HiCacheConfig(None, 4, policy, "best_effort", 1.0, 0.25)
@@ -193,3 +199,32 @@ def test_flushing_the_device_tier_keeps_what_the_host_tier_holds():
     assert t.cache.total_size() == 0 and t.allocator.available_tokens() == 64
     assert t.serve(A).host_tokens == 8
     t.assert_consistent()
+
+
+@pytest.mark.parametrize("eviction", list(POLICIES))
+def test_the_host_queue_pops_what_a_scan_of_every_node_would_evict(eviction: str):
+    """Random traffic through a small pool and host tier: at every point, the queue's next host
+    eviction is the host leaf a scan of the whole tree finds first in the policy's order."""
+    rng = random.Random(7)
+    t = Tiers(host_tokens=24, pool_tokens=16, eviction=eviction)
+    stems = [[s * 100 + i for i in range(rng.randint(2, 6))] for s in range(1, 7)]
+    for _ in range(60):
+        t.serve(rng.choice(stems) + [rng.randint(1000, 1003) for _ in range(rng.randint(0, 3))])
+        leaves = [n for n in t.cache.nodes() if n.is_host_leaf()]
+        expected = min(leaves, key=lambda n: (t.cache.policy(n), n.node_id), default=None)
+        popped = t.cache.host_leaves.pop(TreeNode.is_host_leaf)
+        assert popped is expected
+        if popped is not None:
+            t.cache.host_leaves.push(popped)
+        t.assert_consistent()
+    assert t.host.evicted_tokens > 0  # the host tier was full: evictions took the queue's order
+
+
+def test_touches_never_grow_the_host_queue_past_its_bound():
+    t = Tiers(host_tokens=64)
+    t.serve(A)
+    t.cache.evict(100, t.allocator.free)
+    for _ in range(3 * COMPACT_SLACK):
+        t.cache.match_prefix(A)  # each touch of the host-held node pushes an entry
+    assert len(t.cache.host_leaves) <= 2 + COMPACT_SLACK
+    assert t.cache.host_leaves.pop(TreeNode.is_host_leaf).key == A
