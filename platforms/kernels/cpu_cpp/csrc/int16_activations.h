@@ -63,12 +63,13 @@ inline bool serves(int64_t K, int64_t G) { return K % BLOCK == 0 && G % BLOCK ==
 
 // x quantized per 32-value block: q int16 [M, K], scale d [M, K/32], and per block the sum of
 // its dequantized values d * sum(q) [M, K/32] (what the block's weight offset multiplies).
-// `repeated` [M, K/32, VECTORS, 16] (AVX2 only): per block, the q vector that multiplies each
-// record vector, value pair 4k + 2h + (0, 1) repeated in the 4 row slots of half h of vector k.
+// `pairs` [M, K] (AVX2 only): each block's q with its 16 value pairs in the order 0, 2, 4, 6,
+// 1, 3, 5, 7 (first 32 bytes), then 8, 10, ..., 15: pairs 2k and 2k + 1 sit at the same place of
+// the two 16-byte halves, where one in-lane shuffle repeats them for record vector k.
 struct QuantizedRows {
   std::vector<int16_t> q;
   std::vector<float> d, block_sum;
-  std::vector<int16_t> repeated;
+  std::vector<int16_t> pairs;
 };
 
 inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float* block_sum) {
@@ -95,17 +96,13 @@ inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K) {
   for (int64_t m = 0; m < M; ++m)
     quantize_row(x + m * K, K, rows.q.data() + m * K, rows.d.data() + m * blocks, rows.block_sum.data() + m * blocks);
 #ifdef SGL_AVX2
-  rows.repeated.resize(M * K * VECTORS / 2);
-  __m256i* out = reinterpret_cast<__m256i*>(rows.repeated.data());
+  rows.pairs.resize(M * K);
+  __m256i* out = reinterpret_cast<__m256i*>(rows.pairs.data());
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   for (int64_t b = 0; b < M * blocks; ++b) {
-    // A value pair is one int32 lane: pairs 0..7 in `first`, 8..15 in `second`.
     const __m256i* pairs = reinterpret_cast<const __m256i*>(rows.q.data() + b * BLOCK);
-    const __m256i first = _mm256_loadu_si256(pairs), second = _mm256_loadu_si256(pairs + 1);
-    for (int k = 0; k < VECTORS; ++k) {
-      const int p = 2 * k % 8;  // vector k takes pairs 2k (low half) and 2k + 1 (high half)
-      const __m256i index = _mm256_setr_epi32(p, p, p, p, p + 1, p + 1, p + 1, p + 1);
-      _mm256_storeu_si256(out + b * VECTORS + k, _mm256_permutevar8x32_epi32(k < 4 ? first : second, index));
-    }
+    _mm256_storeu_si256(out + 2 * b, _mm256_permutevar8x32_epi32(_mm256_loadu_si256(pairs), order));
+    _mm256_storeu_si256(out + 2 * b + 1, _mm256_permutevar8x32_epi32(_mm256_loadu_si256(pairs + 1), order));
   }
 #endif
   return rows;
@@ -240,14 +237,19 @@ void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, in
     __m256i v[VECTORS];
     T::unpack(rec, v);
     for (int i = 0; i < ROWS; ++i) {
-      const __m256i* xr = reinterpret_cast<const __m256i*>(x.repeated.data()) + ((m + i) * blocks + b) * VECTORS;
+      // Vector k's input: pair 2k (low half) and 2k + 1 (high half), each repeated four times, is
+      // one in-lane shuffle of the pair-ordered block (shuffles, not 8 loads: loads bounded int8).
+      const __m256i* xp = reinterpret_cast<const __m256i*>(x.pairs.data()) + ((m + i) * blocks + b) * 2;
+      const __m256i first = _mm256_loadu_si256(xp), second = _mm256_loadu_si256(xp + 1);
       // Two chains of four products each (lane l: row l % 4's sum over half l / 4's pairs).
-      __m256i even = _mm256_madd_epi16(v[0], _mm256_loadu_si256(xr));
-      __m256i odd = _mm256_madd_epi16(v[1], _mm256_loadu_si256(xr + 1));
-      for (int k = 2; k < VECTORS; k += 2) {
-        even = _mm256_add_epi32(even, _mm256_madd_epi16(v[k], _mm256_loadu_si256(xr + k)));
-        odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[k + 1], _mm256_loadu_si256(xr + k + 1)));
-      }
+      __m256i even = _mm256_madd_epi16(v[0], _mm256_shuffle_epi32(first, 0x00));
+      __m256i odd = _mm256_madd_epi16(v[1], _mm256_shuffle_epi32(first, 0x55));
+      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[2], _mm256_shuffle_epi32(first, 0xAA)));
+      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[3], _mm256_shuffle_epi32(first, 0xFF)));
+      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[4], _mm256_shuffle_epi32(second, 0x00)));
+      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[5], _mm256_shuffle_epi32(second, 0x55)));
+      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[6], _mm256_shuffle_epi32(second, 0xAA)));
+      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[7], _mm256_shuffle_epi32(second, 0xFF)));
       const __m256i sums = _mm256_add_epi32(even, odd);
       const __m256 step = _mm256_mul_ps(scales, _mm256_set1_ps(x.d[(m + i) * blocks + b]));
       __m256& into = acc[i][b & 1];
