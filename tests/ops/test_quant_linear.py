@@ -82,7 +82,14 @@ def assert_within_the_kernel_error(
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(
     ("m", "n", "k", "bias"),
-    [(1, 96, 256, False), (3, 30, 128, True), (4, 3, 64, False), (17, 64, 384, False), (5, 64, 384, True)],
+    [
+        (1, 96, 256, False),
+        (3, 30, 128, True),
+        (4, 3, 64, False),
+        (17, 64, 384, False),
+        (5, 64, 384, True),
+        (6, 40, 128, False),
+    ],
 )
 def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int, bias: bool) -> None:
     fmt_ = WeightFormat.parse(fmt)
@@ -137,7 +144,9 @@ def test_float16_exact_scales_take_float16_records(fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])
-@pytest.mark.parametrize(("rows", "split"), [(2, 1), (4, 1), (4, 2), (40, 10), (40, 20)])
+@pytest.mark.parametrize(
+    ("rows", "split"), [(2, 1), (4, 1), (4, 2), (7, 3), (8, 5), (12, 1), (12, 5), (39, 13), (40, 20)]
+)
 def test_a_rows_output_does_not_depend_on_the_other_rows(fmt: str, rows: int, split: int) -> None:
     """Within a regime each row's output is bit-for-bit the same whether it comes alone, in a few
     rows or in the whole batch."""

@@ -11,10 +11,10 @@
 // the other values of their blocks moved lm_head logits by 1%, enough to flip greedy answers;
 // int16 rounds 256 times finer (each value off by at most dx / 2, dx = max|block| / 32767) at
 // about the same speed, since unpacking the weights costs as much as the multiply.
-// With more rows the float kernel (a dequantized tile reused by every row) is faster, so
-// quant_linear.cpp uses this one only up to each format's `max_rows` (measured: two threads, the
-// embedded model's shapes, against the float kernel; int4's unpacking costs more, so its
-// crossover comes earlier: int4 wins 1.8x at 6 rows and ties near 8-12, int8 wins 2x at 8).
+// With many rows the float kernel (a dequantized tile reused by every row) is faster, so
+// quant_linear.cpp uses this one only up to each format's `max_rows`: 12, a speculative verify
+// step of upstream's 11 drafts (at 6 rows this kernel took half the float kernel's time before
+// the record vectors below made each row 1.3-1.4x cheaper again).
 //
 // The weights are read from tile records (`pack`, once per weight): for each tile of TILE_N = 4
 // output rows and each 32-value block, one record holds the 4 rows' block data, then their 4
@@ -25,8 +25,9 @@
 // weight's scales and offsets converts exactly (a GGUF's are float16 to begin with), else
 // float32: either way they are the weight's exact values.
 //
-// Invariant: every output (m, n) sums its blocks in ascending order in one vector accumulator,
-// and its offsets' terms in ascending order in another, whatever the other rows of the call are.
+// Invariant: every output (m, n) sums its even blocks in ascending order in one vector accumulator
+// and its odd blocks in another (each block's scaled dot product, then its offset term), and adds
+// the two at the end, whatever the other rows of the call are.
 #pragma once
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -48,14 +49,27 @@ constexpr int TILE_N = 4;  // weight rows of a record: each x block is loaded on
 // (1.2x slower); 1280 to 5120 bytes measured the same.
 constexpr int64_t PREFETCH_BYTES = 2048;
 
+// Where value j (0..31) of a record's row r lies in its data: the data is VECTORS chunks, each
+// widening to 16 int16 lanes; lane L of chunk k holds row (L / 2) % 4's value 4k + 2(L / 8) + L % 2.
+// So lanes (2p, 2p + 1) of a half hold one row's pair of values, the four rows side by side: one
+// madd_epi16 against the input's pair repeated four times yields four rows' partial sums at once
+// (the pair products summed), and a record's 8 products add up lane-wise into every row's dot
+// product, without horizontal sums.
+constexpr int VECTORS = 8;
+inline int64_t lane_of(int r, int64_t j) { return (j / 2 % 2) * 8 + r * 2 + j % 2; }
+
 // The weights this path serves: whole 32-value blocks, each within one group.
 inline bool serves(int64_t K, int64_t G) { return K % BLOCK == 0 && G % BLOCK == 0; }
 
 // x quantized per 32-value block: q int16 [M, K], scale d [M, K/32], and per block the sum of
 // its dequantized values d * sum(q) [M, K/32] (what the block's weight offset multiplies).
+// `pairs` [M, K] (AVX2 only): each block's q with its 16 value pairs in the order 0, 2, 4, 6,
+// 1, 3, 5, 7 (first 32 bytes), then 8, 10, ..., 15: pairs 2k and 2k + 1 sit at the same place of
+// the two 16-byte halves, where one in-lane shuffle repeats them for record vector k.
 struct QuantizedRows {
   std::vector<int16_t> q;
   std::vector<float> d, block_sum;
+  std::vector<int16_t> pairs;
 };
 
 inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float* block_sum) {
@@ -78,20 +92,31 @@ inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float*
 
 inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K) {
   const int64_t blocks = K / BLOCK;
-  QuantizedRows rows{std::vector<int16_t>(M * K), std::vector<float>(M * blocks), std::vector<float>(M * blocks)};
+  QuantizedRows rows{std::vector<int16_t>(M * K), std::vector<float>(M * blocks), std::vector<float>(M * blocks), {}};
   for (int64_t m = 0; m < M; ++m)
     quantize_row(x + m * K, K, rows.q.data() + m * K, rows.d.data() + m * blocks, rows.block_sum.data() + m * blocks);
+#ifdef SGL_AVX2
+  rows.pairs.resize(M * K);
+  __m256i* out = reinterpret_cast<__m256i*>(rows.pairs.data());
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int64_t b = 0; b < M * blocks; ++b) {
+    const __m256i* pairs = reinterpret_cast<const __m256i*>(rows.q.data() + b * BLOCK);
+    _mm256_storeu_si256(out + 2 * b, _mm256_permutevar8x32_epi32(_mm256_loadu_si256(pairs), order));
+    _mm256_storeu_si256(out + 2 * b + 1, _mm256_permutevar8x32_epi32(_mm256_loadu_si256(pairs + 1), order));
+  }
+#endif
   return rows;
 }
 
 // The record layout of Bits-bit weights with scales (and offsets) stored as Scale.
-// Int4 data: 16 bytes a row, byte j holding value j (low nibble) and j + 16 (high), q in 0..15,
-// w = scale * q + offset. Int8 data: 32 signed bytes a row, w = scale * q.
+// Int4 data: 64 bytes, chunk c (16 bytes) holding vector 2c in its bytes' low nibbles and vector
+// 2c + 1 in their high nibbles, q in 0..15, w = scale * q + offset. Int8 data: 128 signed bytes,
+// chunk k holding vector k, w = scale * q.
 template <int Bits, typename Scale>
 struct Tiles {
   static_assert(Bits == 4 || Bits == 8, "int4 or int8 records");
   static constexpr bool has_offset = Bits == 4;
-  static constexpr int64_t max_rows = Bits == 4 ? 6 : 8;
+  static constexpr int64_t max_rows = 12;
   static constexpr int64_t data_bytes = BLOCK * Bits / 8;
   static constexpr int64_t scales_at = TILE_N * data_bytes;
   static constexpr int64_t offsets_at = scales_at + TILE_N * sizeof(Scale);
@@ -108,23 +133,40 @@ struct Tiles {
     std::memcpy(p + r * sizeof(Scale), &s, sizeof(Scale));
   }
   static int32_t value(const uint8_t* rec, int r, int64_t j) {
-    const uint8_t* data = rec + r * data_bytes;
-    if constexpr (Bits == 8) return static_cast<int8_t>(data[j]);
-    return j < BLOCK / 2 ? data[j] & 0x0F : data[j - BLOCK / 2] >> 4;
+    const int64_t k = j / 4, lane = lane_of(r, j);
+    if constexpr (Bits == 8) return static_cast<int8_t>(rec[k * 16 + lane]);
+    const uint8_t byte = rec[k / 2 * 16 + lane];
+    return k % 2 == 0 ? byte & 0x0F : byte >> 4;
+  }
+  // Stores row r's value j (int4: 0..15; int8: -128..127) into its place in the record.
+  static void store_value(uint8_t* rec, int r, int64_t j, int32_t q) {
+    const int64_t k = j / 4, lane = lane_of(r, j);
+    if constexpr (Bits == 8) {
+      rec[k * 16 + lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+    } else {
+      uint8_t& byte = rec[k / 2 * 16 + lane];
+      byte = k % 2 == 0 ? (byte & 0xF0) | q : (byte & 0x0F) | (q << 4);
+    }
+  }
+  // Value j of weight row n in the weight's own layout (int4: byte j % 16 of the row's block,
+  // low nibble for j < 16; int8: byte j).
+  static int32_t source_value(const uint8_t* block, int64_t j) {
+    if constexpr (Bits == 8) return static_cast<int8_t>(block[j]);
+    return j < BLOCK / 2 ? block[j] & 0x0F : block[j - BLOCK / 2] >> 4;
   }
 
 #ifdef SGL_AVX2
-  // Row r's 32 values as int16 lanes: values 0..15 in `lo`, 16..31 in `hi`.
-  static void unpack(const uint8_t* rec, int r, __m256i& lo, __m256i& hi) {
-    const __m128i* data = reinterpret_cast<const __m128i*>(rec + r * data_bytes);
-    if constexpr (Bits == 8) {
-      lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(data));
-      hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(data + 1));
-    } else {
-      // Byte j widened to a 16-bit lane holds value j in bits 0-3 and value j + 16 in bits 4-7.
-      const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(data));
-      lo = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0F));
-      hi = _mm256_srli_epi16(bytes, 4);
+  // The record's VECTORS int16 vectors (the lane order of `lane_of`).
+  static void unpack(const uint8_t* rec, __m256i v[VECTORS]) {
+    const __m128i* data = reinterpret_cast<const __m128i*>(rec);
+    for (int c = 0; c < VECTORS * Bits / 8; ++c) {
+      if constexpr (Bits == 8) {
+        v[c] = _mm256_cvtepi8_epi16(_mm_loadu_si128(data + c));
+      } else {
+        const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(data + c));
+        v[2 * c] = _mm256_and_si256(bytes, _mm256_set1_epi16(0x0F));
+        v[2 * c + 1] = _mm256_srli_epi16(bytes, 4);
+      }
     }
   }
   static __m128 scales4(const uint8_t* rec) { return load4(rec + scales_at); }
@@ -157,7 +199,8 @@ at::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, 
         uint8_t* rec = base + (t * blocks + b) * T::record_bytes;
         for (int r = 0; r < TILE_N && t * TILE_N + r < N; ++r) {
           const int64_t n = t * TILE_N + r, g = b * BLOCK / G;
-          std::memcpy(rec + r * T::data_bytes, data + n * row_bytes + b * T::data_bytes, T::data_bytes);
+          const uint8_t* block = data + n * row_bytes + b * T::data_bytes;
+          for (int64_t j = 0; j < BLOCK; ++j) T::store_value(rec, r, j, T::source_value(block, j));
           T::store_scale(rec + T::scales_at, r, scales[n * groups + g]);
           if constexpr (T::has_offset) T::store_scale(rec + T::offsets_at, r, offsets[n * groups + g]);
         }
@@ -166,54 +209,58 @@ at::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, 
   return out;
 }
 
-#ifdef SGL_AVX2
-// The four horizontal sums [sum(v[0]), sum(v[1]), sum(v[2]), sum(v[3])]: one fixed tree each.
-static_assert(TILE_N == 4, "hsum4 reduces one tile");
-inline __m128 hsum4(const __m256 v[TILE_N]) {
-  const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
-  return _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
-}
-#endif
-
-// y[m + i, 4t + r] for i < ROWS, r < TILE_N (and 4t + r < N): each record's weights are unpacked
-// once for the ROWS input rows, and each input block loaded once for the TILE_N weight rows.
+// y[m + i, 4t + r] for i < ROWS, r < TILE_N (and 4t + r < N). Per record, the TILE_N weight rows
+// are unpacked once into int16 lanes (kept in L1 for every input row); per input row and record,
+// the four rows' integer dot products are reduced into one vector by two rounds of horizontal
+// adds (lanes r and r + 4: row r's sums over the two halves of the block), converted and scaled
+// by one multiply-add. That is one conversion and one scaling per input row and record, not one
+// per weight row: an extra input row costs 8 multiply-adds, 4 adds, 3 horizontal adds and 3
+// float ops per 128 weights, the per-row work that bounds this kernel at a few rows.
 template <int ROWS, typename T>
 void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, int64_t N) {
   const int64_t blocks = w.blocks, K = blocks * BLOCK;
   float out[ROWS][TILE_N];
 #ifdef SGL_AVX2
-  __m256 acc[ROWS][TILE_N];
-  __m128 offset_acc[ROWS];
-  for (int i = 0; i < ROWS; ++i) {
-    offset_acc[i] = _mm_setzero_ps();
-    for (int r = 0; r < TILE_N; ++r) acc[i][r] = _mm256_setzero_ps();
-  }
+  // Lanes r and r + 4 of row i: output (m + i, 4t + r), summed at the end. Even and odd blocks
+  // go to separate accumulators: one chain of dependent multiply-adds per row bounded one-row
+  // calls by its latency.
+  __m256 acc[ROWS][2];
+  for (int i = 0; i < ROWS; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   const uint8_t* rec = w.record(t, 0);
   for (int64_t b = 0; b < blocks; ++b, rec += T::record_bytes) {
     for (int64_t line = 0; line < T::record_bytes; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(rec + PREFETCH_BYTES + line), _MM_HINT_T0);
-    const __m128 scales = T::scales4(rec);
-    __m256i x_lo[ROWS], x_hi[ROWS];
-    __m256 step[ROWS];  // lane r: row r's scale times this input block's
+    const __m128 scales4 = T::scales4(rec);
+    const __m256 scales = _mm256_set_m128(scales4, scales4);
+    // Offsets in the low half only: each output takes its block's offset term once.
+    const __m256 offsets = T::has_offset ? _mm256_castps128_ps256(T::offsets4(rec)) : _mm256_setzero_ps();
+    __m256i v[VECTORS];
+    T::unpack(rec, v);
     for (int i = 0; i < ROWS; ++i) {
-      const int16_t* xb = x.q.data() + (m + i) * K + b * BLOCK;
-      x_lo[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb));
-      x_hi[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 16));
-      step[i] = _mm256_castps128_ps256(_mm_mul_ps(scales, _mm_set1_ps(x.d[(m + i) * blocks + b])));
-      if constexpr (T::has_offset)
-        offset_acc[i] = _mm_fmadd_ps(T::offsets4(rec), _mm_set1_ps(x.block_sum[(m + i) * blocks + b]), offset_acc[i]);
-    }
-    for (int r = 0; r < TILE_N; ++r) {
-      __m256i lo, hi;
-      T::unpack(rec, r, lo, hi);
-      const __m256i lane = _mm256_set1_epi32(r);
-      for (int i = 0; i < ROWS; ++i) {
-        const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo[i]), _mm256_madd_epi16(hi, x_hi[i]));
-        acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_permutevar8x32_ps(step[i], lane), acc[i][r]);
-      }
+      // Vector k's input: pair 2k (low half) and 2k + 1 (high half), each repeated four times, is
+      // one in-lane shuffle of the pair-ordered block (shuffles, not 8 loads: loads bounded int8).
+      const __m256i* xp = reinterpret_cast<const __m256i*>(x.pairs.data()) + ((m + i) * blocks + b) * 2;
+      const __m256i first = _mm256_loadu_si256(xp), second = _mm256_loadu_si256(xp + 1);
+      // Two chains of four products each (lane l: row l % 4's sum over half l / 4's pairs).
+      __m256i even = _mm256_madd_epi16(v[0], _mm256_shuffle_epi32(first, 0x00));
+      __m256i odd = _mm256_madd_epi16(v[1], _mm256_shuffle_epi32(first, 0x55));
+      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[2], _mm256_shuffle_epi32(first, 0xAA)));
+      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[3], _mm256_shuffle_epi32(first, 0xFF)));
+      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[4], _mm256_shuffle_epi32(second, 0x00)));
+      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[5], _mm256_shuffle_epi32(second, 0x55)));
+      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[6], _mm256_shuffle_epi32(second, 0xAA)));
+      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[7], _mm256_shuffle_epi32(second, 0xFF)));
+      const __m256i sums = _mm256_add_epi32(even, odd);
+      const __m256 step = _mm256_mul_ps(scales, _mm256_set1_ps(x.d[(m + i) * blocks + b]));
+      __m256& into = acc[i][b & 1];
+      into = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), step, into);
+      if constexpr (T::has_offset) into = _mm256_fmadd_ps(offsets, _mm256_set1_ps(x.block_sum[(m + i) * blocks + b]), into);
     }
   }
-  for (int i = 0; i < ROWS; ++i) _mm_storeu_ps(out[i], _mm_add_ps(hsum4(acc[i]), offset_acc[i]));
+  for (int i = 0; i < ROWS; ++i) {
+    const __m256 both = _mm256_add_ps(acc[i][0], acc[i][1]);
+    _mm_storeu_ps(out[i], _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1)));
+  }
 #else
   for (int i = 0; i < ROWS; ++i)
     for (int r = 0; r < TILE_N; ++r) {
@@ -234,9 +281,11 @@ void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, in
   for (int i = 0; i < ROWS; ++i) std::copy_n(out[i], cols, y + (m + i) * N + n0);
 }
 
-// y[M, N] (row-major, preallocated) for x[M, K] against w's records. Rows go in pairs and a last
-// single row: both compute each output the same way, so a row's output does not depend on the
-// other rows of the call.
+// y[M, N] (row-major, preallocated) for x[M, K] against w's records. Rows go ROW_BLOCK at a time,
+// then the remainder: every row block computes each output the same way, so a row's output does
+// not depend on the other rows of the call.
+constexpr int ROW_BLOCK = 4;
+
 template <typename T>
 void matmul(const float* x, int64_t M, const T& w, int64_t N, float* y) {
   const QuantizedRows xq = quantize_rows(x, M, w.blocks * BLOCK);
@@ -246,8 +295,13 @@ void matmul(const float* x, int64_t M, const T& w, int64_t N, float* y) {
   at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       int64_t m = 0;
-      for (; m + 2 <= M; m += 2) tile<2>(w, xq, m, t, y, N);
-      if (m < M) tile<1>(w, xq, m, t, y, N);
+      for (; m + ROW_BLOCK <= M; m += ROW_BLOCK) tile<ROW_BLOCK>(w, xq, m, t, y, N);
+      switch (M - m) {
+        case 3: tile<3>(w, xq, m, t, y, N); break;
+        case 2: tile<2>(w, xq, m, t, y, N); break;
+        case 1: tile<1>(w, xq, m, t, y, N); break;
+        default: break;
+      }
     }
   });
 }
