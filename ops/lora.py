@@ -11,13 +11,59 @@ and columns of `B` are zero, which adds exactly nothing), and a projection fused
 - `a` `[S, N * R, H]`: part `p`'s `A` in rows `p * R : (p + 1) * R`;
 - `b` `[S, O, R]` with `O = sum(out_widths)`: part `p`'s `B` in its own output rows;
 - `scaling` `[S]` (float32): each slot's `lora_alpha / r`; a slot with no adapter (the base
-  model's) has zero weights and zero scaling.
+  model's) has zero weights and zero scaling. Slot 0 is always the base model's, so a candidate
+  may skip its rows: their `h` is zero and their `y` unchanged, exactly what zero weights give.
 Both ops compute in float32 and round once to the input dtype.
+
+`slot_runs` groups a batch's adapter rows by slot for candidates that make one GEMM per slot; it
+is computed once per step (the step's ~100 LoRA calls share one `token_slots`), not per call.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+
+BASE_SLOT = 0
+"""The base model's slot: zero weights and zero scaling."""
+
+
+@dataclass(frozen=True)
+class SlotRuns:
+    """A batch's rows that use an adapter, grouped by slot (batch order within a slot): run `i`
+    is rows `rows[bounds[i]:bounds[i + 1]]`, all of slot `slots[i]`. Base rows are left out."""
+
+    token_slots: torch.Tensor
+    """A copy of the slots this grouping is of."""
+    rows: torch.Tensor
+    slots: tuple[int, ...]
+    bounds: tuple[int, ...]
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """(slot, start, end) of each run, into `rows`."""
+        return [(slot, self.bounds[i], self.bounds[i + 1]) for i, slot in enumerate(self.slots)]
+
+
+_last_runs: list[SlotRuns] = []
+
+
+def slot_runs(token_slots: torch.Tensor) -> SlotRuns:
+    """`token_slots` grouped by slot; the previous call's answer when the slots are equal (every
+    LoRA layer of a step passes the same ones), so a step sorts its rows once."""
+    if _last_runs:
+        last = _last_runs[0]
+        if last.token_slots.shape == token_slots.shape and torch.equal(last.token_slots, token_slots):
+            return last
+    adapter_rows = (token_slots != BASE_SLOT).nonzero().squeeze(1)
+    ordered, order = token_slots.index_select(0, adapter_rows).sort(stable=True)
+    slots, counts = ordered.unique_consecutive(return_counts=True)
+    bounds = [0]
+    for count in counts.tolist():
+        bounds.append(bounds[-1] + count)
+    grouped = SlotRuns(token_slots.clone(), adapter_rows.index_select(0, order), tuple(slots.tolist()), tuple(bounds))
+    _last_runs[:] = [grouped]
+    return grouped
 
 
 def lora_shrink(x: torch.Tensor, a: torch.Tensor, token_slots: torch.Tensor) -> torch.Tensor:

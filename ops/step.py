@@ -48,6 +48,14 @@ class StepInputs:
     an extend over each request's cache like any other: runners serve it through their extend
     path, and count it in `StepStats.verify_steps`."""
 
+    @property
+    def adapter_slots(self) -> torch.Tensor | None:
+        """`lora_slots` when a row uses an adapter, else None (LoRA off, or every row the base
+        model's: slot 0 adds exactly nothing, so runners run such a step as one without LoRA)."""
+        if self.lora_slots is None or not bool(self.lora_slots.any()):
+            return None
+        return self.lora_slots
+
 
 @dataclass
 class ForwardContext:

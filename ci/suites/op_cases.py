@@ -209,8 +209,8 @@ def _lora_expand(segments, slots: int, widths: tuple[int, ...], ranks: tuple[int
 # A mixed batch [base, a, b, a, c] (prefill-like segments) and a decode batch of one row each.
 _LORA_PREFILL = ((3, 0), (5, 1), (2, 2), (1, 1), (4, 3))
 _LORA_DECODE = ((1, 2), (1, 0), (1, 3))
-# Over 16 rows: the cpu_cpp candidate's per-slot GEMM path (slot 2 unused, slot 0 zero scaling).
-_LORA_LONG_PREFILL = ((9, 1), (7, 0), (12, 3), (5, 1))
+# Over 64 rows: the cpu_cpp shrink's per-slot GEMM path (slot 2 unused, slot 0 zero scaling).
+_LORA_LONG_PREFILL = ((29, 1), (17, 0), (12, 3), (15, 1))
 
 
 def _check_attention(actual, expected, args, dtype) -> None:

@@ -87,7 +87,8 @@ class CapturedStepRunner:
         self.lora_slots = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
         self._replays: dict[tuple[int, bool], BucketStep] = {}
         """Per (bucket, with LoRA): a step captured with LoRA reads `lora_slots`; padded rows
-        use slot 0 (no adapter)."""
+        use slot 0 (no adapter). A step whose rows are all the base model's replays the one
+        without LoRA."""
 
     def allocate_kv(self, shape: tuple[int, ...], dtype: torch.dtype, num_layers: int) -> list[torch.Tensor]:
         return self.eager.allocate_kv(shape, dtype, num_layers)
@@ -110,9 +111,10 @@ class CapturedStepRunner:
         self.input_ids[rows:bucket].zero_()
         self.positions[:rows].copy_(step.positions.to(device))
         self.positions[rows:bucket].zero_()
-        with_lora = step.lora_slots is not None
+        adapter_slots = step.adapter_slots
+        with_lora = adapter_slots is not None
         if with_lora:
-            self.lora_slots[:rows].copy_(step.lora_slots.to(device))
+            self.lora_slots[:rows].copy_(adapter_slots.to(device))
             self.lora_slots[rows:bucket].zero_()
         replay = self._replays.get((bucket, with_lora))
         if replay is None:

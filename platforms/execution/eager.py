@@ -24,7 +24,8 @@ class EagerStepRunner:
 
     def run(self, step: StepInputs, kv_buffers: list[torch.Tensor]) -> StepOutput:
         self.stats.eager_steps += 1
-        lora_slots = step.lora_slots.to(self.device) if step.lora_slots is not None else None
+        adapter_slots = step.adapter_slots
+        lora_slots = adapter_slots.to(self.device) if adapter_slots is not None else None
         ctx = ForwardContext(self.backend, self.backend.plan(step.attention), list(kv_buffers), lora_slots)
         hidden = self.model(step.input_ids.to(self.device), step.positions.to(self.device), ctx)
         return self.model.compute_logits(hidden[step.logit_rows.to(self.device)]), ctx.kv_buffers

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from sglang.ops.lora import BASE_SLOT
 from sglang.runtime.lora.adapter import LoraAdapter, LoraError, read_adapter
 from sglang.runtime.lora.layers import LoraState, missing_modules
 from sglang.runtime.lora.paths import LoraRef
@@ -37,8 +38,6 @@ from sglang.runtime.lora.replica import (
 )
 
 logger = logging.getLogger(__name__)
-
-BASE_SLOT = 0
 
 
 @dataclass

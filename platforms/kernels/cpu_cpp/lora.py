@@ -1,15 +1,15 @@
-"""The cpu_cpp family's multi-adapter LoRA: shrink and expand in C++ (csrc/lora.cpp) for small
-batches, one torch GEMM per adapter in the batch for large eager ones.
+"""The cpu_cpp family's multi-adapter LoRA: expand in C++ (csrc/lora.cpp) at every size, shrink in
+C++ for small batches and as one torch GEMM per adapter in the batch for large eager ones.
 
-The kernels read only each row's own slot's `A` and `B` rows, where torch_native multiplies every
-row by every slot's weights and keeps its own; that wins while the rows are few (decode: 2-3x
-faster at 8 rows). From a few tens of rows BLAS GEMMs win (`benchmarks/README.md`, "LoRA ops"),
-so eager batches over `KERNEL_MAX_ROWS` rows (prefill) group their rows by slot on the host and
-make one GEMM per slot the batch uses, skipping slots of zero scaling (the base model's): the
-cost follows the adapters the batch uses, not the slots the server holds. A traced (captured)
-step always runs the kernels: captured steps are decode buckets, and under the tracer a row
-count or a host read of the slots would be replayed as a constant. Both paths are float32 with
-one rounding per output, like the reference (`ops.lora`).
+The kernels group the rows by slot, skip the base model's rows and read each slot's `A` and `B`
+once per call, where torch_native multiplies every row by every slot's weights and keeps its own.
+The expand kernel accumulates rank-wide tiles of `B` with vector FMAs and beats per-slot GEMMs at
+every size measured (16 to 1024 rows, 2-4x at 1024; `benchmarks/README.md`, "Multi-LoRA"); the
+shrink kernel is a dot product per (row, rank row), which BLAS GEMMs beat from about 64 rows, so
+eager batches over `SHRINK_KERNEL_MAX_ROWS` rows (prefill) make one GEMM per slot the batch uses
+over its rows grouped by `ops.lora.slot_runs` (once per step). A traced (captured) step always
+runs the kernels: under the tracer a row count or a host read of the slots would be replayed as
+a constant. Both paths are float32 with one rounding per output, like the reference (`ops.lora`).
 """
 
 from __future__ import annotations
@@ -17,31 +17,25 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from sglang.ops.lora import slot_runs
 from sglang.platforms.kernels.cpu_cpp.build import ensure_built, kernel_ops
 
 ensure_built()
 
-KERNEL_MAX_ROWS = 16
-"""Measured with 5 slots on the embedded model's shapes: the kernels win at 8 rows, lose from 32."""
-
-
-def _rows_by_slot(token_slots: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
-    """Each slot the batch uses, with the indices of its rows (one host read of the slots)."""
-    slots = token_slots.unique()
-    return [(slot, (token_slots == slot).nonzero().squeeze(1)) for slot in slots.tolist()]
-
-
-def _gemm_rows(x: torch.Tensor) -> bool:
-    return not torch.jit.is_tracing() and x.shape[0] > KERNEL_MAX_ROWS
+SHRINK_KERNEL_MAX_ROWS = 64
+"""Embedded-model shapes, 4 and 16 adapters: the shrink kernel ties GEMMs at 32-64 rows, loses from 128."""
 
 
 def lora_shrink(x: torch.Tensor, a: torch.Tensor, token_slots: torch.Tensor) -> torch.Tensor:
-    if _gemm_rows(x):
-        out = x.new_zeros((x.shape[0], a.shape[1]))
-        for slot, rows in _rows_by_slot(token_slots):
-            out.index_copy_(0, rows, F.linear(x.index_select(0, rows), a[slot]))
-        return out
-    return kernel_ops().lora_shrink(x, a, token_slots)
+    if torch.jit.is_tracing() or x.shape[0] <= SHRINK_KERNEL_MAX_ROWS:
+        return kernel_ops().lora_shrink(x, a, token_slots)
+    grouped = slot_runs(token_slots)
+    out = x.new_zeros((x.shape[0], a.shape[1]))
+    if grouped.slots:
+        rows = x.index_select(0, grouped.rows)
+        shrunk = torch.cat([F.linear(rows[start:end], a[slot]) for slot, start, end in grouped.runs()])
+        out.index_copy_(0, grouped.rows, shrunk)
+    return out
 
 
 def lora_expand(
@@ -52,16 +46,4 @@ def lora_expand(
     scaling: torch.Tensor,
     out_widths: tuple[int, ...],
 ) -> torch.Tensor:
-    if _gemm_rows(y):
-        out = y.clone()
-        rank = b.shape[-1]
-        scales = scaling.tolist()
-        for slot, rows in _rows_by_slot(token_slots):
-            if scales[slot] == 0.0:
-                continue
-            parts = h.index_select(0, rows).unflatten(-1, (len(out_widths), rank))
-            columns = b[slot].split(list(out_widths))
-            delta = torch.cat([F.linear(parts[:, p], columns[p]) for p in range(len(out_widths))], dim=-1)
-            out.index_copy_(0, rows, y.index_select(0, rows) + delta * scales[slot])
-        return out
     return kernel_ops().lora_expand(y, h, b, token_slots, scaling, list(out_widths))

@@ -3,21 +3,32 @@
 //
 // Why C++: torch has no per-row-weight matmul, so torch_native multiplies every row by every
 // slot's weights and keeps its own (S times the work), and the reference gathers a weight copy
-// per row. Here each row reads only its slot's rows of A and B, in place. Work is split over
-// threads by output values (a decode step has a handful of rows but hundreds of outputs).
-// Arithmetic is float32 with one rounding per output, as the reference's; sums differ from it
-// only by order. A row whose slot has zero scaling (the base model's) keeps `y` exactly.
+// per row. Here the rows are grouped by slot once per call (a counting sort of a few ints, no
+// dispatch), and each run of one slot reads that slot's A and B once for all its rows:
+// - rows of slot 0 (the base model's, all-zero weights by the contract) are skipped: their `h` is
+//   zero and their `out` is `y`, exactly what the zero weights give; expand also skips slots of
+//   zero scaling. A step of base rows costs one zero fill and one copy per projection.
+// - shrink: per (run, row of A) one A row (H floats, in L1) dotted with each row of the run.
+// - expand: per (run, block of 64 output columns of one fused part) the block of B is transposed
+//   into a [R][64] tile, then each row of the run accumulates `h[t, r] * tile[r]` over the rank:
+//   64-wide vector FMAs instead of one R-long horizontal sum per output.
+// Work is split over threads by those items (a decode step has a handful of rows but hundreds of
+// outputs). Arithmetic is float32 with one rounding per output, as the reference's; sums differ
+// from it only by order.
 #include "ops.h"
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
+#include <vector>
 
 namespace {
 
 // Multiply-adds per task below which threads are not woken (a decode row runs inline).
 constexpr int64_t WORK_PER_TASK = 16384;
+// Output columns per expand tile: 64 floats, eight AVX2 registers of accumulators.
+constexpr int64_t TILE = 64;
 
 at::Tensor float_contiguous(const at::Tensor& x, const char* op) {
   TORCH_CHECK(x.scalar_type() == at::kFloat, op, ": float32 only");
@@ -31,14 +42,30 @@ inline float dot(const float* x, const float* w, int64_t n) {
   return sum;
 }
 
-// Calls `body(t, j)` for the flat indices [begin, end) of a [rows, cols] grid, in row order.
-template <typename Body>
-inline void for_cells(int64_t begin, int64_t end, int64_t cols, Body body) {
-  int64_t t = begin / cols, j = begin % cols;
-  for (int64_t i = begin; i < end; ++i) {
-    body(t, j);
-    if (++j == cols) j = 0, ++t;
+// The rows of the batch that take part, grouped by slot (in batch order within a slot), and
+// the runs of one slot over them: run `i` is `rows[begin[i] .. begin[i + 1])` of `slot[i]`.
+struct SlotRuns {
+  std::vector<int64_t> rows, begin, slot;
+};
+
+// Rows whose slot `keep` accepts, grouped by slot; slots are checked against [0, S).
+template <typename Keep>
+SlotRuns slot_runs(const int64_t* slots, int64_t T, int64_t S, Keep keep) {
+  std::vector<int64_t> count(S + 1, 0);
+  for (int64_t t = 0; t < T; ++t) {
+    TORCH_CHECK(slots[t] >= 0 && slots[t] < S, "lora: token slot ", slots[t], " outside [0, ", S, ")");
+    if (keep(slots[t])) ++count[slots[t] + 1];
   }
+  SlotRuns runs;
+  for (int64_t s = 0; s < S; ++s) {
+    if (count[s + 1] > 0) runs.slot.push_back(s), runs.begin.push_back(count[s]);
+    count[s + 1] += count[s];
+  }
+  runs.begin.push_back(count[S]);
+  runs.rows.resize(count[S]);
+  for (int64_t t = 0; t < T; ++t)
+    if (keep(slots[t])) runs.rows[count[slots[t]]++] = t;
+  return runs;
 }
 
 }  // namespace
@@ -50,13 +77,23 @@ at::Tensor lora_shrink(const at::Tensor& input, const at::Tensor& weights, const
   const at::Tensor x = float_contiguous(input, "lora_shrink"), a = float_contiguous(weights, "lora_shrink");
   TORCH_CHECK(x.dim() == 2 && a.dim() == 3 && a.size(2) == x.size(1), "lora_shrink: x [T, H], a [S, W, H]");
   const at::Tensor slots = token_slots.to(at::kLong).contiguous();
-  const int64_t T = x.size(0), H = x.size(1), W = a.size(1);
-  at::Tensor out = at::empty({T, W}, x.options());
+  const int64_t T = x.size(0), H = x.size(1), S = a.size(0), W = a.size(1);
+  at::Tensor out = at::zeros({T, W}, x.options());
+  const SlotRuns runs = slot_runs(slots.data_ptr<int64_t>(), T, S, [](int64_t s) { return s != 0; });
+  const int64_t items = static_cast<int64_t>(runs.slot.size()) * W;  // (run, row of A)
+  if (items == 0) return out;
   const float *xp = x.data_ptr<float>(), *ap = a.data_ptr<float>();
-  const int64_t* sp = slots.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
-  at::parallel_for(0, T * W, std::max<int64_t>(1, WORK_PER_TASK / std::max<int64_t>(H, 1)), [&](int64_t b, int64_t e) {
-    for_cells(b, e, W, [&](int64_t t, int64_t w) { op[t * W + w] = dot(xp + t * H, ap + (sp[t] * W + w) * H, H); });
+  const int64_t work = std::max<int64_t>(1, H * static_cast<int64_t>(runs.rows.size()) / static_cast<int64_t>(runs.slot.size()));
+  at::parallel_for(0, items, std::max<int64_t>(1, WORK_PER_TASK / work), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t run = i / W, w = i % W;
+      const float* a_row = ap + (runs.slot[run] * W + w) * H;
+      for (int64_t k = runs.begin[run]; k < runs.begin[run + 1]; ++k) {
+        const int64_t t = runs.rows[k];
+        op[t * W + w] = dot(xp + t * H, a_row, H);
+      }
+    }
   });
   return out;
 }
@@ -66,25 +103,51 @@ at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const a
   RECORD_FUNCTION("sglang_cpu_cpp::lora_expand", std::vector<c10::IValue>());
   const at::Tensor y = float_contiguous(base, "lora_expand"), h = float_contiguous(shrunk, "lora_expand");
   const at::Tensor b = float_contiguous(weights, "lora_expand"), scale = float_contiguous(scaling, "lora_expand");
-  const int64_t T = y.size(0), O = y.size(1), R = b.size(2), N = static_cast<int64_t>(out_widths.size());
-  TORCH_CHECK(y.dim() == 2 && b.dim() == 3 && b.size(1) == O && h.size(1) == N * R,
-              "lora_expand: y [T, O], h [T, N * R], b [S, O, R]");
-  std::vector<int64_t> part_of(O);  // the fused part each output column belongs to
-  for (int64_t p = 0, o = 0; p < N; ++p)
-    for (int64_t k = 0; k < out_widths[p]; ++k) part_of.at(o++) = p;
+  const int64_t T = y.size(0), O = y.size(1), S = b.size(0), R = b.size(2);
+  const int64_t N = static_cast<int64_t>(out_widths.size());
+  TORCH_CHECK(y.dim() == 2 && b.dim() == 3 && b.size(1) == O && h.size(1) == N * R && scale.numel() == S,
+              "lora_expand: y [T, O], h [T, N * R], b [S, O, R], scaling [S]");
   const at::Tensor slots = token_slots.to(at::kLong).contiguous();
-  at::Tensor out = at::empty_like(y);
-  const float *yp = y.data_ptr<float>(), *hp = h.data_ptr<float>(), *bp = b.data_ptr<float>();
   const float* cp = scale.data_ptr<float>();
-  const int64_t* sp = slots.data_ptr<int64_t>();
+  at::Tensor out = y.clone();
+  const SlotRuns runs =
+      slot_runs(slots.data_ptr<int64_t>(), T, S, [cp](int64_t s) { return s != 0 && cp[s] != 0.f; });
+  // Tiles of output columns, each inside one fused part: (first column, width, part).
+  std::vector<int64_t> tile_start, tile_width, tile_part;
+  for (int64_t p = 0, o = 0; p < N; o += out_widths[p], ++p)
+    for (int64_t c = o; c < o + out_widths[p]; c += TILE)
+      tile_start.push_back(c), tile_width.push_back(std::min(TILE, o + out_widths[p] - c)), tile_part.push_back(p);
+  TORCH_CHECK(N == 0 || tile_start.empty() || tile_start.back() + tile_width.back() == O, "lora_expand: out_widths must sum to O");
+  const int64_t tiles = static_cast<int64_t>(tile_start.size());
+  const int64_t items = static_cast<int64_t>(runs.slot.size()) * tiles;  // (run, tile)
+  if (items == 0) return out;
+  const float *hp = h.data_ptr<float>(), *bp = b.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  at::parallel_for(0, T * O, std::max<int64_t>(1, WORK_PER_TASK / std::max<int64_t>(R, 1)), [&](int64_t b0, int64_t e) {
-    for_cells(b0, e, O, [&](int64_t t, int64_t o) {
-      const int64_t s = sp[t];
+  const int64_t work = std::max<int64_t>(1, TILE * R * static_cast<int64_t>(runs.rows.size()) / static_cast<int64_t>(runs.slot.size()));
+  at::parallel_for(0, items, std::max<int64_t>(1, WORK_PER_TASK / work), [&](int64_t b0, int64_t e) {
+    std::vector<float> tile(R * TILE);
+    float acc[TILE];
+    for (int64_t i = b0; i < e; ++i) {
+      const int64_t run = i / tiles, k = i % tiles, s = runs.slot[run];
+      const int64_t o0 = tile_start[k], width = tile_width[k], part = tile_part[k];
+      const float* block = bp + (s * O + o0) * R;
+      for (int64_t j = 0; j < width; ++j)
+        for (int64_t r = 0; r < R; ++r) tile[r * TILE + j] = block[j * R + r];
       const float c = cp[s];
-      const float delta = c == 0.f ? 0.f : dot(hp + t * N * R + part_of[o] * R, bp + (s * O + o) * R, R) * c;
-      op[t * O + o] = yp[t * O + o] + delta;
-    });
+      for (int64_t q = runs.begin[run]; q < runs.begin[run + 1]; ++q) {
+        const int64_t t = runs.rows[q];
+        const float* h_row = hp + t * N * R + part * R;
+        for (int64_t j = 0; j < TILE; ++j) acc[j] = 0.f;
+        for (int64_t r = 0; r < R; ++r) {
+          const float hr = h_row[r];
+          const float* tr = tile.data() + r * TILE;
+#pragma omp simd
+          for (int64_t j = 0; j < TILE; ++j) acc[j] += hr * tr[j];
+        }
+        float* o_row = op + t * O + o0;
+        for (int64_t j = 0; j < width; ++j) o_row[j] += acc[j] * c;
+      }
+    }
   });
   return out;
 }
