@@ -11,6 +11,9 @@ turn serves the embedded GGUF (or `--gguf`) and the client of bench_serving meas
   token of a short prompt;
 - the shared-prefix workload: 32 concurrent completions, each a ~1000-token few-shot prefix
   plus a distinct question, 32 new tokens, run twice (the second round finds every prompt cached);
+- the weight-streaming bound of single-stream decode in the same minute (`streaming_bound.py`:
+  the GGUF's bytes a decode step reads over the memory bandwidth a float sum reaches on
+  `--threads` threads) and each server's single stream as a share of it;
 - resident memory of the server's processes after the run, and the machine's load average;
 - with `--rows speculative` and `--rows restart` (both by default), on servers of their own
   (`peer_rows.py`): single-stream speculative decoding (ours NGRAM, theirs `--spec-type`) and
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import peer_rows
+import streaming_bound
 from bench_serving import (
     WORDS,
     BenchConfig,
@@ -121,7 +125,7 @@ def shared_prefix_prompts(n: int, rng: random.Random) -> list[RequestInput]:
 SINGLE_STREAM_ROUNDS = 3
 
 
-def measure(name: str, base_url: str, port: int, seed: int) -> dict[str, Any]:
+def measure(name: str, base_url: str, port: int, seed: int, gguf: Path, threads: int) -> dict[str, Any]:
     model = served_model(base_url)
     warm_up(base_url, model, "chat")
     rng = random.Random(seed)
@@ -135,6 +139,7 @@ def measure(name: str, base_url: str, port: int, seed: int) -> dict[str, Any]:
     # of other work on a shared machine to slow it by half.
     singles = [run(chat(1), random_dataset(3, 32, 64, 1.0, rng)) for _ in range(SINGLE_STREAM_ROUNDS)]
     figures["single-stream decode, tokens/s"] = max(1000 / single["mean_tpot_ms"] for single in singles)
+    figures |= streaming_bound.bound_rows(gguf, threads, figures["single-stream decode, tokens/s"])
     for c in (16, 32):
         figures[f"{c} concurrent requests, tokens/s"] = run(chat(c), random_dataset(c, 32, 64, 1.0, rng))[
             "output_throughput"
@@ -158,7 +163,7 @@ def measure(name: str, base_url: str, port: int, seed: int) -> dict[str, Any]:
     return figures
 
 
-LOWER_IS_BETTER = ("ms", ", s", "GB", "load")
+LOWER_IS_BETTER = ("ms", ", s", "memory, GB", "load")
 
 
 def print_table(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
@@ -231,7 +236,7 @@ def measure_rows(
     if "core" in args.rows:
         launch = spec([], {})
         with started_server(launch, args.log_dir) as url:
-            figures |= measure(name, url, launch.port, args.seed)
+            figures |= measure(name, url, launch.port, args.seed, args.gguf or embedded_model_path(), args.threads)
     if "speculative" in args.rows:
         figures |= speculative(spec, args.log_dir, args.seed)
         print(f"{name}: {figures}", flush=True)  # each group as it ends: a long run may be stopped
