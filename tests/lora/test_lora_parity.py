@@ -2,8 +2,9 @@
 request's greedy tokens and log-probabilities equal to those of its own PEFT model.
 
 Runs on the tiny Llama and Qwen2 (tests/lora/conftest.py), with the cpu platform's LoRA ops
-(cpu C++ where its kernels are built, else torch_native) and with every op forced to its reference, decode capture on and off (one eager
-and one captured case by default, the rest under `-m slow`). With `$SGLANG_KERNEL_FAMILIES=triton`
+(cpu C++ where its kernels are built, else torch_native) and with every op forced to its
+reference, decode capture on and off (one eager and one captured case by default, the rest under
+`-m slow`). With `$SGLANG_KERNEL_FAMILIES=triton`
 and `TRITON_INTERPRET=1` the same cases run the Triton kernels in Triton's interpreter.
 """
 
