@@ -1,13 +1,13 @@
 """The backends the schedule fuzzer holds to the oracle, and how each one's Engine is started.
 
 Every backend this machine can run: the cpu platform's own kernels (its first declared family, a
-C++ one, read from the platform rather than named here) with decode capture on and off and with
-NGRAM speculative decoding, the torch_native family alone, every op forced to its reference, the
-triton family in Triton's interpreter on cpu tensors, and the tpu platform on XLA:CPU (the last two
-also with NGRAM). Families are replaced through
-`SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment variables are set before the
-engine spawns its processes, which inherit them (`TRITON_INTERPRET` must be set before triton is
-imported, `JAX_PLATFORMS` before jax is).
+C++ one, read from the platform rather than named here) with decode capture on and off, with NGRAM
+speculative decoding and with a STANDALONE draft model; the torch_native family alone; every op
+forced to its reference; the triton family in Triton's interpreter on cpu tensors; and the tpu
+platform on XLA:CPU (the last two also with NGRAM, the tpu platform with STANDALONE too). Families
+are replaced through `SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment
+variables are set before the engine spawns its processes, which inherit them (`TRITON_INTERPRET`
+must be set before triton is imported, `JAX_PLATFORMS` before jax is).
 """
 
 from __future__ import annotations
@@ -96,6 +96,9 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
     capture = {"cuda_graph_max_bs": CAPTURE_MAX_BATCH}
     eager = {"disable_cuda_graph": True}
     ngram = {"speculative_algorithm": "NGRAM"}
+    # The fuzz model drafts for itself (`started`): greedy drafts are all accepted, so verify steps
+    # append whole runs across stops and max_new_tokens; sampled requests reject some.
+    standalone = {"speculative_algorithm": "STANDALONE", "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}
     native = {KERNEL_FAMILIES_ENV: "torch_native"}
     interpreted = {KERNEL_FAMILIES_ENV: "triton", "TRITON_INTERPRET": "1"}
     return (
@@ -108,6 +111,9 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
         ),
         # Speculative decoding: verify steps (extends) among captured decode steps.
         FuzzTarget(f"cpu-{cpp}-ngram", "cpu", {**capture, **ngram}, FULL, 2, 40, cpp),
+        # Draft-model steps (their own pool, eager) before captured verify steps (slow: the CI
+        # budget; tests/runtime/test_speculative.py serves a draft model by default).
+        FuzzTarget(f"cpu-{cpp}-standalone", "cpu", {**capture, **standalone}, FULL, 2, 30, cpp, slow_only=True),
         FuzzTarget(f"cpu-{cpp}-hicache", "cpu", {**capture, **HICACHE_ARGS}, FULL, 2, 30, cpp, slow_only=True),
         FuzzTarget("cpu-torch_native", "cpu", eager, FULL, 3, 30, "torch_native", native),
         FuzzTarget("cpu-reference", "cpu", {**capture, "reference_ops": True}, FULL, 2, 30, None),
@@ -129,6 +135,9 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
             slow_only=True,
         ),
         FuzzTarget("tpu-xla-cpu-ngram", "tpu", ngram, FULL, 2, 20, "jax", {"JAX_PLATFORMS": "cpu"}, slow_only=True),
+        FuzzTarget(
+            "tpu-xla-cpu-standalone", "tpu", standalone, FULL, 2, 20, "jax", {"JAX_PLATFORMS": "cpu"}, slow_only=True
+        ),
     )
 
 
@@ -142,12 +151,16 @@ def attention_family(engine: Engine) -> str | None:
 
 @contextlib.contextmanager
 def started(target: FuzzTarget, model: Path, **overrides: Any) -> Iterator[Engine]:
-    """The target's engine serving `model`, its environment set while it lives; shut down after."""
+    """The target's engine serving `model`, its environment set while it lives; shut down after.
+    A STANDALONE target drafts with `model` itself."""
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as storage:
         patch.setenv(STORAGE_DIR_ENV, storage)  # where a target with the storage tier keeps it
         for name, value in target.env.items():
             patch.setenv(name, value)
-        engine = Engine(str(model), device=target.device, **{**ENGINE_ARGS, **target.engine_args, **overrides})
+        args = {**ENGINE_ARGS, **target.engine_args, **overrides}
+        if args.get("speculative_algorithm") == "STANDALONE":
+            args.setdefault("speculative_draft_model_path", str(model))
+        engine = Engine(str(model), device=target.device, **args)
         try:
             bound = attention_family(engine)
             assert bound == target.attention_family, f"{target.id}: attention bound from {bound}"
