@@ -11,6 +11,10 @@ printed (the least disturbed by other work on a shared machine): seconds, output
 second and the ratio to the adapter-free engine's, with the load average.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_lora.py [--new-tokens 32] [--threads 1] [--repeats 3]
+
+`--device tpu` (with `JAX_PLATFORMS=cpu`: the tpu platform on XLA:CPU) runs both engines' steps as
+jitted functions, the adapters through the jax family's LoRA ops; the warm-up round compiles
+every batch shape, so the timed rounds compile nothing.
 """
 
 from __future__ import annotations
@@ -81,8 +85,9 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu, or tpu (on XLA:CPU with JAX_PLATFORMS=cpu)")
     args = parser.parse_args()
-    engine_args = {"device": "cpu", "cpu_threads": args.threads, "max_total_tokens": 8192}
+    engine_args = {"device": args.device, "cpu_threads": args.threads, "max_total_tokens": 8192}
     gen = torch.Generator().manual_seed(0)
     prompts = torch.randint(1000, 40000, (REQUESTS, args.prompt_tokens), generator=gen).tolist()
     tokens = REQUESTS * args.new_tokens
@@ -105,7 +110,7 @@ def main() -> None:
                     best[label] = min(best[label], seconds) if round_ else best[label]
     rows = list(best.items())
     shape = f"{REQUESTS} requests x {args.prompt_tokens} prompt + {args.new_tokens} new tokens, rank {RANK}"
-    print(f"# {shape}, best of {args.repeats}")
+    print(f"# {shape}, best of {args.repeats}, device {args.device}")
     print(f"# {args.threads} thread(s), load average {os.getloadavg()[0]:.2f}")
     print("| batch | seconds | output tok/s | vs no LoRA |")
     print("|---|---|---|---|")

@@ -80,7 +80,12 @@ class StepError(RuntimeError):
 
 
 class StepModel(Protocol):
-    """What a step runner calls: the decoder's forward over packed tokens, then its logits."""
+    """What a step runner calls: the decoder's forward over packed tokens, then its logits.
+
+    A model whose tensors change between steps (LoRA layers attached, adapter slots written in
+    place) counts each change in an int attribute `weights_version`; a runner that holds copies
+    of the weights (the tpu platform's jitted steps) reads the model's tensors again when it
+    differs from the version it read. A model without the attribute never changes them."""
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor: ...
 

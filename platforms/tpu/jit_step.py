@@ -11,8 +11,19 @@ Shapes are padded to buckets so compilations stay few: sequences to the runner's
 two. Padded tokens are token 0 at position 0 of no sequence; the attention kernel writes their
 K/V into page 0 (the padding page) and their logits are never returned.
 
+LoRA: the adapter slots are module buffers, hence step arguments like every weight, and the rows'
+slots (`StepInputs.lora_slots`, padded rows in slot 0, the base model's) are one more argument:
+loading or evicting an adapter changes argument values, never a compiled shape, and a batch's mix
+of adapters is data. A step whose rows all use the base model runs the shape compiled without
+LoRA (slot 0 adds exactly nothing), as the captured runner does.
+
 Invariants: the KV buffers passed to a step are donated (invalid afterwards) and replaced by the
-ones it returns; a shape that failed to compile fails again at once, never recompiles.
+ones it returns; a shape that failed to compile fails again at once, never recompiles. The
+weights a step reads are those of the model's `weights_version` at that step (`StepModel`):
+buffers are copied, never aliased, since torch rewrites them in place and a JAX array must not
+change under a compiled step (on XLA:CPU an alias would also hide a missed re-read that a TPU,
+whose arrays are copies, would show); parameters are never rewritten, so are shared zero-copy
+where the device allows.
 """
 
 from __future__ import annotations
@@ -56,10 +67,13 @@ class StepShape:
     tokens: int
     ragged: RaggedShape
     rows: int
+    lora: bool = False
+    """Rows read LoRA slots (some row uses an adapter)."""
 
     def __str__(self) -> str:
         r = self.ragged
-        return f"tokens={self.tokens} seqs={r.num_seqs} pages/seq={r.pages_per_seq} q={r.max_q_len} rows={self.rows}"
+        text = f"tokens={self.tokens} seqs={r.num_seqs} pages/seq={r.pages_per_seq} q={r.max_q_len} rows={self.rows}"
+        return f"{text} lora" if self.lora else text
 
 
 @dataclass(frozen=True)
@@ -100,25 +114,51 @@ class JitStepRunner:
         self.backend = backend
         self.page_size = backend.page_size
         self.seq_buckets = buckets or DEFAULT_SEQ_BUCKETS
+        self.model = model
         self.step_module = _Step(model)
-        self.quantized = _quantized_weights(self.step_module)
         self.device = jax.devices()[0]
-        # Tied weights appear once; functional_call ties them again.
-        named = {**dict(self.step_module.named_parameters()), **dict(self.step_module.named_buffers())}
-        self.weights = {name: self._to_jax(t) for name, t in named.items()}
-        # A quantized weight is an object of tensors, which functional_call cannot substitute:
-        # its tensors are step arguments too, put into a stand-in object while tracing.
-        self.quantized_arrays = {
-            key: {f: self._to_jax(getattr(w, f)) for f in QUANTIZED_FIELDS if getattr(w, f) is not None}
-            for key, (w, _) in self.quantized.items()
-        }
         self.stats = StepStats()
         self.compiled: dict[StepShape, object] = {}
         self.failed: dict[StepShape, str] = {}
         self.records: list[CompileRecord] = []
+        self.weights: dict[str, object] = {}
+        self.quantized: dict[str, tuple[QuantizedWeight, list[nn.Module]]] = {}
+        self.weights_version = 0
+        self._parameter_arrays: dict[int, object] = {}
+        """Each parameter's array, by the tensor's id (the tensors live as long as the model)."""
+        self._read_weights()
         logger.info(
             "%s: %d weight arrays on %s; compilation cache %s", label, len(self.weights), self.device, self.cache_dir
         )
+
+    def _read_weights(self) -> None:
+        """The model's tensors as the step's JAX arguments, read again when its `weights_version`
+        moved. Parameters are converted once (a later read reuses the array of the same tensor);
+        buffers are copied on every read. A changed set of names (LoRA layers wrapped the
+        projections) drops the compiled steps: they were traced over the old module tree."""
+        self.weights_version = getattr(self.model, "weights_version", 0)
+        quantized = _quantized_weights(self.step_module)
+        # Tied weights appear once; functional_call ties them again.
+        parameters = dict(self.step_module.named_parameters())
+        buffers = dict(self.step_module.named_buffers())
+        if self.weights and (set(self.weights), set(self.quantized)) != ({*parameters, *buffers}, set(quantized)):
+            self.compiled.clear()
+        self.quantized = quantized
+        previous, self._parameter_arrays = self._parameter_arrays, {}
+
+        def parameter(tensor: torch.Tensor):
+            array = previous.get(id(tensor))
+            self._parameter_arrays[id(tensor)] = array = self._to_jax(tensor) if array is None else array
+            return array
+
+        self.weights = {name: parameter(t) for name, t in parameters.items()}
+        self.weights.update({name: self._to_jax(t.clone()) for name, t in buffers.items()})
+        # A quantized weight is an object of tensors, which functional_call cannot substitute:
+        # its tensors are step arguments too, put into a stand-in object while tracing.
+        self.quantized_arrays = {
+            key: {f: parameter(getattr(w, f)) for f in QUANTIZED_FIELDS if getattr(w, f) is not None}
+            for key, (w, _) in quantized.items()
+        }
 
     def _to_jax(self, tensor: torch.Tensor):
         import jax
@@ -135,7 +175,7 @@ class JitStepRunner:
         jax_dtype = jnp.bfloat16 if dtype == torch.bfloat16 else jnp.dtype(str(dtype).removeprefix("torch."))
         return [self._wrap(jnp.zeros(shape, jax_dtype, device=self.device)) for _ in range(num_layers)]
 
-    def shape_for(self, inputs: AttentionInputs, num_rows: int) -> StepShape:
+    def shape_for(self, inputs: AttentionInputs, num_rows: int, lora: bool = False) -> StepShape:
         seqs = bucket(self.seq_buckets, len(inputs.seq_lens))
         pages = -(-max(max(inputs.seq_lens), MIN_KV_TOKENS) // self.page_size)
         pages = 1 << (pages - 1).bit_length()
@@ -145,7 +185,7 @@ class JitStepRunner:
             tokens = bucket(TOKEN_BUCKETS, sum(inputs.extend_lens))
             max_q = tokens
         rows = seqs if num_rows <= seqs else tokens
-        return StepShape(tokens, RaggedShape(seqs, pages, max_q), rows)
+        return StepShape(tokens, RaggedShape(seqs, pages, max_q), rows, lora)
 
     def _function(self, max_q_len: int):
         import jax
@@ -154,9 +194,9 @@ class JitStepRunner:
 
         quantized = self.quantized
 
-        def step(weights, quantized_arrays, kv_buffers, ids, positions, contract, rows):
+        def step(weights, quantized_arrays, kv_buffers, ids, positions, contract, rows, lora_slots):
             with torch.inference_mode(False), torch.no_grad(), _substituted(quantized, quantized_arrays):
-                ctx = ForwardContext(backend, backend.metadata(contract, max_q_len), list(kv_buffers))
+                ctx = ForwardContext(backend, backend.metadata(contract, max_q_len), list(kv_buffers), lora_slots)
                 logits = torch.func.functional_call(module, weights, (ids, positions, ctx, rows))
             return logits, ctx.kv_buffers
 
@@ -182,9 +222,12 @@ class JitStepRunner:
     def run(self, step: StepInputs, kv_buffers: list[torch.Tensor]) -> StepOutput:
         import jax.numpy as jnp
 
+        if getattr(self.model, "weights_version", 0) != self.weights_version:
+            self._read_weights()
         inputs = step.attention
         num_rows = step.logit_rows.numel()
-        shape = self.shape_for(inputs, num_rows)
+        adapter_slots = step.adapter_slots
+        shape = self.shape_for(inputs, num_rows, adapter_slots is not None)
         if shape in self.failed:
             raise StepError(self.failed[shape])
         contract = pack_contract(inputs, self.page_size, shape.ragged)
@@ -196,6 +239,7 @@ class JitStepRunner:
             jnp.asarray(_padded(step.positions, shape.tokens)),
             {k: jnp.asarray(v) for k, v in contract.items()},
             jnp.asarray(_padded(step.logit_rows, shape.rows)),
+            None if adapter_slots is None else jnp.asarray(_padded(adapter_slots, shape.tokens)),
         )
         compiled = self.compiled.get(shape)
         if compiled is None:

@@ -15,7 +15,10 @@ to its partial base output before the layer's one all-reduce, which sums both (t
 linear in `h`, so the sum of the ranks' partial `B h` is `B` times the whole `h`).
 
 Invariants: the stacked tensors are allocated once and only written in place (a captured step
-reads the same tensors after a load); a slot's rows past its adapter's rank stay zero.
+reads the same tensors after a load); a slot's rows past its adapter's rank stay zero. Every
+tensor a LoRA layer reads is a buffer of it (the shared scaling too, one tensor registered in
+every layer), so a jitted step that substitutes the model's buffers takes them as arguments and
+never bakes one in as a constant.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class LoraLinear(Module):
         a_shape = (slots, len(parts) * rank, self.in_split.size)
         self.register_buffer("a", torch.zeros(*a_shape, dtype=dtype, device=device))
         self.register_buffer("b", torch.zeros(slots, sum(self.out_widths), rank, dtype=dtype, device=device))
+        self.register_buffer("scaling", state.scaling)
         self.rank = rank
         self.state = state
 
@@ -84,7 +88,7 @@ class LoraLinear(Module):
         slots = self.state.token_slots
         if slots is not None:
             h = ops.lora_shrink(x, self.a, slots)
-            y = ops.lora_expand(y, h, self.b, slots, self.state.scaling, self.out_widths)
+            y = ops.lora_expand(y, h, self.b, slots, self.scaling, self.out_widths)
         return self.base.reduce(y) if row_parallel else y
 
     def write(self, slot: int, part: int, a: torch.Tensor | None, b: torch.Tensor | None) -> None:

@@ -6,8 +6,10 @@ leader runner, which broadcasts it). A follower applies the same commands, in th
 its own replica, so every rank's slots hold the same adapters. Each rank keeps only its shard of a
 slot (`LoraLinear.write`); the adapter itself travels whole, once, when it is loaded.
 
-Invariant: rank 0 and its followers run this one code path; nothing about slots is decided on a
-follower.
+Invariants: rank 0 and its followers run this one code path; nothing about slots is decided on a
+follower. Each command that changes the model's tensors (attaching the layers, writing a slot)
+bumps the model's `weights_version` (`ops.step.StepModel`), so a runner holding copies of the
+weights reads them again before the next step.
 """
 
 from __future__ import annotations
@@ -71,10 +73,12 @@ class LoraReplica:
             case AttachLora(slots, rank, targets):
                 self.state = attach_lora(self.model, slots, rank, targets)
                 self.model.lora = self.state
+                self.model.weights_version += 1
             case LoadLora(uid, adapter):
                 self.adapters[uid] = adapter
             case WriteLoraSlot(slot, uid):
                 write_slot(self.attached(), slot, None if uid is None else self.adapters[uid])
+                self.model.weights_version += 1
             case UnloadLora(uid):
                 del self.adapters[uid]
             case _:

@@ -7,7 +7,6 @@ projection). An adapter loaded later must fit both.
 
 from __future__ import annotations
 
-from sglang.platforms.base import Platform, StepMode
 from sglang.runtime.lora.adapter import PROJECTIONS, LoraError, expand_targets, read_adapter
 from sglang.runtime.lora.manager import LoraManager
 from sglang.runtime.lora.paths import parse_lora_path
@@ -19,22 +18,13 @@ DEFAULT_MAX_RANK = 16
 """Slot rank with neither --max-lora-rank nor a startup adapter to size it from."""
 
 
-def unsupported_reason(args: ServerArgs, platform: Platform) -> str | None:
-    if platform.capabilities.steps.mode is StepMode.JITTED:
-        return f"LoRA adapters on the {platform.name} platform's jitted steps are not supported yet"
-    return None
-
-
 def build_lora_manager(
-    args: ServerArgs, model: DecoderForCausalLM, platform: Platform, mirror: LoraMirror | None = None
+    args: ServerArgs, model: DecoderForCausalLM, mirror: LoraMirror | None = None
 ) -> LoraManager | None:
     """None without --enable-lora; raises ValueError (a startup failure) with the reason. `mirror`:
     where the manager's slot commands go besides this rank (the other tensor-parallel ranks)."""
     if not args.enable_lora:
         return None
-    reason = unsupported_reason(args, platform)
-    if reason is not None:
-        raise ValueError(f"--enable-lora: {reason}")
     refs = [parse_lora_path(entry) for entry in args.lora_paths or ()]
     if len({r.name for r in refs}) != len(refs):
         raise LoraError("--lora-paths names an adapter twice")

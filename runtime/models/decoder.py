@@ -137,6 +137,8 @@ class DecoderForCausalLM(Module):
         self.reads = checkpoint_reads(self)
         self.lora: LoraState | None = None
         """Set by `runtime.lora` when the server serves adapters."""
+        self.weights_version = 0
+        """Bumped by `runtime.lora` each time it rewrites the model's tensors (`ops.step.StepModel`)."""
 
     @classmethod
     def decoder_traits(cls, config: ModelConfig) -> DecoderTraits:

@@ -95,7 +95,7 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
     if placement is not None:
         runner = LeaderRunner(runner, tp_group().comm)
     mirror = runner.lora_command if isinstance(runner, LeaderRunner) else None
-    lora = build_lora_manager(args, loaded.model, loaded.platform, mirror)
+    lora = build_lora_manager(args, loaded.model, mirror)
     tokenizer = loaded.load_tokenizer()
     context_length = args.context_length or loaded.context_length
     eos = set(loaded.config.eos_token_ids)

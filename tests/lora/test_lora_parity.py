@@ -3,14 +3,17 @@ request's greedy tokens and log-probabilities equal to those of its own PEFT mod
 
 Runs on the tiny Llama and Qwen2 (tests/lora/conftest.py), with the cpu platform's LoRA ops
 (cpu C++ where its kernels are built, else torch_native) and with every op forced to its
-reference, decode capture on and off (one eager and one captured case by default, the rest under
-`-m slow`). With `$SGLANG_KERNEL_FAMILIES=triton`
-and `TRITON_INTERPRET=1` the same cases run the Triton kernels in Triton's interpreter.
+reference, decode capture on and off, and on the tpu platform on XLA:CPU (its jax family's LoRA
+ops traced into jitted steps; tests/tpu/test_jit_step_lora.py covers those steps by default). One
+eager and one captured case run by default, the rest under `-m slow`. With
+`$SGLANG_KERNEL_FAMILIES=triton` and `TRITON_INTERPRET=1` the cpu cases run the Triton kernels in
+Triton's interpreter.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -31,10 +34,10 @@ LOGPROB_ATOL = 2e-4
 """fp32: our log-probabilities and PEFT's differ only by summation order."""
 
 
-def serve(model_dir: Path, adapters: dict[str, Path], **changes):
+def serve(model_dir: Path, adapters: dict[str, Path], device: str = "cpu", **changes):
     args = ServerArgs(
         model_path=str(model_dir),
-        device="cpu",
+        device=device,
         max_total_tokens=2048,
         cpu_threads=1,
         lora_paths=tuple(f"{name}={path}" for name, path in adapters.items()),
@@ -55,6 +58,9 @@ def prompts(count: int) -> list[list[int]]:
 EAGER = {"disable_cuda_graph": True}
 CAPTURE = {"cuda_graph_max_bs": 8}
 REFERENCE = {"reference_ops": True, "disable_cuda_graph": True}
+TPU = {"device": "tpu"}
+"""The tpu platform on XLA:CPU (`JAX_PLATFORMS=cpu`): every step a jitted function, the jax
+family's LoRA ops traced into it."""
 slow = pytest.mark.slow
 
 
@@ -67,9 +73,15 @@ slow = pytest.mark.slow
         pytest.param("qwen2", EAGER, id="qwen2-eager", marks=slow),
         pytest.param("llama", REFERENCE, id="llama-reference-ops", marks=slow),
         pytest.param("qwen2", REFERENCE, id="qwen2-reference-ops", marks=slow),
+        pytest.param("llama", TPU, id="llama-tpu", marks=slow),
+        pytest.param("qwen2", TPU, id="qwen2-tpu", marks=slow),
     ],
 )
-def test_mixed_batch_matches_peft(lora_models, kind: str, changes: dict) -> None:
+def test_mixed_batch_matches_peft(lora_models, kind: str, changes: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    if changes is TPU:
+        if any(importlib.util.find_spec(p) is None for p in ("jax", "torchax")):
+            pytest.skip("the tpu platform needs jax and torchax (the [tpu] extra)")
+        monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     model = lora_models(kind)
     saved = snapshot()
     try:
@@ -87,6 +99,9 @@ def test_mixed_batch_matches_peft(lora_models, kind: str, changes: dict) -> None
         restore(saved)
     if "cuda_graph_max_bs" in changes:
         assert scheduler.runner.step_stats.static_steps > 0, "no decode step replayed a captured bucket"
+    if changes is TPU:
+        compiled = [r.shape for r in scheduler.runner.step_runner.records]
+        assert any(shape.lora for shape in compiled), f"no jitted step read LoRA slots: {compiled}"
     references = {name: peft_reference(model.path, model.adapters.get(name)) for name in set(BATCH)}
     for request in requests:
         out = outcomes[request.rid]

@@ -51,7 +51,10 @@ class Feeder:
         self.free = (torch.randperm(runner.num_slots - 1, generator=torch.Generator().manual_seed(seed)) + 1).tolist()
         self.slots: dict[int, list[int]] = {}
 
-    def step(self, chunks: Sequence[tuple[int, int, int]]) -> list[torch.Tensor]:
+    def step(
+        self, chunks: Sequence[tuple[int, int, int]], lora_slots: Sequence[int] | None = None
+    ) -> list[torch.Tensor]:
+        """`lora_slots`: each chunk's LoRA slot (None: LoRA off for the step)."""
         seq_lens, extend_lens, kv_slots, ids, positions = [], [], [], [], []
         for seq, start, end in chunks:
             slots = self.slots.setdefault(seq, [])
@@ -67,5 +70,8 @@ class Feeder:
             positions=torch.cat(positions),
             attention=AttentionInputs(tuple(seq_lens), tuple(extend_lens), torch.tensor(kv_slots)),
             logit_rows=torch.arange(tokens),
+            lora_slots=None
+            if lora_slots is None
+            else torch.tensor(lora_slots).repeat_interleave(torch.tensor(extend_lens)),
         )
         return list(self.runner.forward(step).split(extend_lens))

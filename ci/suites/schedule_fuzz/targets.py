@@ -4,10 +4,11 @@ Every backend this machine can run: the cpu platform's own kernels (its first de
 C++ one, read from the platform rather than named here) with decode capture on and off, with NGRAM
 speculative decoding and with a STANDALONE draft model; the torch_native family alone; every op
 forced to its reference; the triton family in Triton's interpreter on cpu tensors; and the tpu
-platform on XLA:CPU (the last two also with NGRAM, the tpu platform with STANDALONE too). Families
-are replaced through `SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment
-variables are set before the engine spawns its processes, which inherit them (`TRITON_INTERPRET`
-must be set before triton is imported, `JAX_PLATFORMS` before jax is).
+platform on XLA:CPU (the last two also with NGRAM, the tpu platform with STANDALONE too; the cpu
+and tpu platforms also with LoRA adapters). Families are replaced through `SGLANG_KERNEL_FAMILIES`
+(runtime/loader/model_loading.py); environment variables are set before the engine spawns its
+processes, which inherit them (`TRITON_INTERPRET` must be set before triton is imported,
+`JAX_PLATFORMS` before jax is).
 """
 
 from __future__ import annotations
@@ -120,6 +121,19 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
         # Capture would trace interpreted kernels; this target checks the kernels, not capture.
         FuzzTarget("cpu-triton-interpreted", "cpu", eager, INTERPRETED, 2, 12, "triton", interpreted),
         FuzzTarget("tpu-xla-cpu", "tpu", {}, FULL, 2, 20, "jax", {"JAX_PLATFORMS": "cpu"}),
+        # The adapters through the jitted steps (slow, as the cpu LoRA target is).
+        FuzzTarget(
+            "tpu-xla-cpu-lora",
+            "tpu",
+            {"max_loras_per_batch": 2},
+            FULL,
+            2,
+            20,
+            "jax",
+            {"JAX_PLATFORMS": "cpu"},
+            lora=True,
+            slow_only=True,
+        ),
         # Verify steps through the triton family's extend kernels and the tpu platform's jitted
         # steps (slow: interpreted kernels and XLA:CPU compiles of each verify shape take minutes;
         # the cpu ngram target above runs by default).
