@@ -34,6 +34,9 @@ class PoolAttentionMetadata(SdpaAttentionMetadata):
     """The decode rows' cache slots, row after row (unpadded)."""
     pool_starts: torch.Tensor | None = None
     """`[Bd + 1]`: where each decode row's slots begin in `pool_slots`."""
+    kernel_only: bool = False
+    """Every query row is a kernel row, in packed order (decided when planning: a traced step
+    cannot compare shapes)."""
 
 
 POOL_EXTEND_MAX_TOKENS = 64
@@ -51,6 +54,7 @@ class PoolDecodeAttention(SdpaAttention):
         meta = PoolAttentionMetadata(inputs=inputs, new_slots=inputs.new_slots(), extend_rows=extend)
         if not pooled:
             return meta
+        meta.kernel_only = not extend and sum(lens[i] for i in pooled) == sum(lens)
         kv_starts, q_starts = inputs.kv_starts, inputs.q_starts
         if pooled == list(range(len(pooled))) and all(lens[i] == 1 for i in pooled):
             # decodes first, as the scheduler packs them: the slot lists are the step's own
@@ -97,6 +101,7 @@ class PoolDecodeAttention(SdpaAttention):
             decode_q_index=self._q_index[:batch],
             pool_slots=self._slots,
             pool_starts=self._starts[: batch + 1],
+            kernel_only=True,
         )
 
     def replay_metadata(self, batch: int, inputs: AttentionInputs) -> None:
@@ -108,11 +113,7 @@ class PoolDecodeAttention(SdpaAttention):
     def forward(self, q, k, v, kv_buffer, metadata, layer, sinks=None):
         if metadata.pool_slots is not None and not self._reads_pool(q, kv_buffer, metadata):
             return super().forward(q, k, v, kv_buffer, self._padded(metadata), layer, sinks)
-        if (
-            metadata.pool_slots is not None
-            and not metadata.extend_rows
-            and metadata.decode_q_index.numel() == q.shape[0]
-        ):
+        if metadata.kernel_only:
             # Every query row is a kernel row, in order; the kernel stores the new K/V rows itself
             # (two index copies fewer per layer).
             pool = (metadata.new_slots, metadata.pool_slots, metadata.pool_starts)
