@@ -49,6 +49,9 @@ LLAMA_SPEC_TYPES = ("ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache")
 SPEC_ROUNDS = 3
 SPEC_NEW_TOKENS = 96
 STORAGE_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+ROUND_TIMEOUT_S = 1800.0
+"""A restart round's requests wait for one another: llama-server's fresh round at one thread on a
+loaded 2-core machine ran past bench_serving's 600 s per request."""
 
 SpecFactory = Callable[[list[str], dict[str, str]], LaunchSpec]
 """Makes a server's launch spec from extra flags and extra environment."""
@@ -95,7 +98,8 @@ def shared_prefix_round(
     """One server, from a fresh start, serving `prompts` all at once: mean TTFT (ms) and total
     seconds, the total including `before` (a slot restore is part of a restarted round's cost)."""
     with started_server(spec, log_dir) as url:
-        config = BenchConfig(url, served_model(url), "completions", concurrency=len(prompts), ignore_eos=True)
+        model = served_model(url)
+        config = BenchConfig(url, model, "completions", len(prompts), ignore_eos=True, timeout_s=ROUND_TIMEOUT_S)
         prepared = before(url) if before else 0.0
         started = time.perf_counter()
         result: dict[str, Any] = asyncio.run(run_benchmark(config, prompts))
