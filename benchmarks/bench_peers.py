@@ -17,7 +17,8 @@ turn serves the embedded GGUF (or `--gguf`) and the client of bench_serving meas
 - resident memory of the server's processes after the run, and the machine's load average;
 - with `--rows speculative` and `--rows restart` (both by default), on servers of their own
   (`peer_rows.py`): single-stream speculative decoding (ours NGRAM, theirs `--spec-type`) and
-  the shared-prefix round after a restart (ours with the storage tier).
+  32 requests on 4 distinct prefixes after a restart (ours with and without the storage tier,
+  llama-server with and without restoring its saved slots).
 
     .venv/bin/python benchmarks/bench_peers.py [--our-args "..."] [--threads 2] [--rows core ...]
     .venv/bin/python benchmarks/bench_peers.py --ours-only   # no llama-server: ours alone
@@ -109,15 +110,22 @@ def run(config: BenchConfig, inputs: list[RequestInput]) -> dict[str, Any]:
     return asyncio.run(run_benchmark(config, inputs))
 
 
-def shared_prefix_prompts(n: int, rng: random.Random) -> list[RequestInput]:
-    """~1000-token few-shot prefix (the same for all) plus a distinct question each."""
-    shots = "\n\n".join(
-        f"Question: {' '.join(rng.choice(WORDS) for _ in range(40))}?\nAnswer: "
-        f"{' '.join(rng.choice(WORDS) for _ in range(30))}."
-        for _ in range(11)
-    )
+def shared_prefix_prompts(n: int, rng: random.Random, prefixes: int = 1) -> list[RequestInput]:
+    """A ~1000-token few-shot prefix plus a distinct question each; with `prefixes` > 1, that many
+    distinct prefixes, request i on prefix i % prefixes (interleaved, as independent clients send
+    them). One prefix draws from `rng` exactly as before `prefixes` existed."""
+    shots = [
+        "\n\n".join(
+            f"Question: {' '.join(rng.choice(WORDS) for _ in range(40))}?\nAnswer: "
+            f"{' '.join(rng.choice(WORDS) for _ in range(30))}."
+            for _ in range(11)
+        )
+        for _ in range(prefixes)
+    ]
     return [
-        RequestInput(f"{shots}\n\nQuestion {i}: {' '.join(rng.choice(WORDS) for _ in range(12))}?\nAnswer:", 32)
+        RequestInput(
+            f"{shots[i % prefixes]}\n\nQuestion {i}: {' '.join(rng.choice(WORDS) for _ in range(12))}?\nAnswer:", 32
+        )
         for i in range(n)
     ]
 
@@ -241,8 +249,9 @@ def measure_rows(
         figures |= speculative(spec, args.log_dir, args.seed)
         print(f"{name}: {figures}", flush=True)  # each group as it ends: a long run may be stopped
     if "restart" in args.rows:
-        # The same prompts for both servers, so the two restarted rounds do the same work.
-        figures |= after_restart(spec, args.log_dir, shared_prefix_prompts(32, random.Random(args.seed + 1000)))
+        # The same prompts for both servers, so the restarted rounds do the same work.
+        rng = random.Random(args.seed + 1000)
+        figures |= after_restart(spec, args.log_dir, shared_prefix_prompts(32, rng, peer_rows.RESTART_PREFIXES))
         print(f"{name}: {figures}", flush=True)
     return figures
 

@@ -24,7 +24,7 @@ from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.manager import LoraManager
 from sglang.runtime.memory.hicache_setup import build_hierarchical_cache
 from sglang.runtime.memory.hierarchical_cache import Loaded
-from sglang.runtime.memory.radix_cache import RadixCache
+from sglang.runtime.memory.radix_cache import MatchResult, RadixCache
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
@@ -228,6 +228,15 @@ class Scheduler:
     def _available_tokens(self) -> int:
         return self.allocator.available_tokens() + self.cache.evictable_size()
 
+    def _fits(self, req: Req, match: MatchResult, reserve: int) -> bool:
+        """Whether `req`, with `match` cached, fits beside the `reserve` admitted requests will
+        take (its match locked meanwhile: room it uses is no room for it)."""
+        self.cache.inc_lock_ref(match.last_node)
+        need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
+        fits = need + reserve <= self._available_tokens()
+        self.cache.dec_lock_ref(match.last_node)
+        return fits
+
     @staticmethod
     def _promised_tokens(req: Req) -> int:
         """KV tokens a running request will still take: the rest of its prompt (chunked prefill
@@ -266,6 +275,10 @@ class Scheduler:
             if self.hicache is not None:  # blocks of lower tiers after the device match come back first
                 if not self.hicache.ready(req.prefetch):
                     continue
+                if not self._fits(req, match, reserve):
+                    # Checked before loading: loaded blocks would take pool room, evict the cached
+                    # prefixes of requests behind this one, and end its prefetch, only to wait.
+                    break
                 loaded = self.hicache.load_prefix(req.cache_ids(limit), match, req.prefetch)
                 req.prefetch, match = None, loaded.match
             if share_prefills and waits_for_shared_prefill(req.cache_ids(limit), match.num_cached, prefilling):

@@ -166,6 +166,25 @@ def test_a_tiny_pool_under_eviction_pressure_reloads_evicted_prefixes(rt: Runtim
     assert_no_leak(scheduler)
 
 
+def test_a_request_without_room_keeps_its_stored_prefix_for_when_room_comes(rt: Runtime, tmp_path: Path):
+    """After a restart, on a pool with room for one prefix's requests at a time: the requests of
+    the second prefix wait while the first's run, and still get their prefix from storage then
+    (the room is checked before loading: a load that found no room ended the prefetch, and the
+    prefix was recomputed)."""
+    prefixes = [corpus_ids(rt.tokenizer, 4 * BLOCK, offset=41 * i) for i in range(2)]
+    prompts = [prefixes[i % 2] + corpus_ids(rt.tokenizer, 5, offset=600 + i) for i in range(4)]
+    writer = hicache_scheduler(rt, tmp_path)
+    first = [run_one(rt, writer, p, max_new_tokens=3) for p in prompts]
+    hicache(writer)
+    restarted = hicache_scheduler(rt, tmp_path, max_total_tokens=6 * BLOCK)
+    requests = [make_request(p, max_new_tokens=3) for p in prompts]
+    outcomes = rt.run_on(restarted, requests)
+    assert [outcomes[r.rid].output_ids for r in requests] == [o.output_ids for o in first]
+    assert all(outcomes[r.rid].meta["cached_tokens"] >= 4 * BLOCK for r in requests)
+    assert restarted.stats["storage_hit_tokens"] >= 2 * 4 * BLOCK
+    assert_no_leak(restarted)
+
+
 def test_concurrent_writers_never_expose_a_partial_block(tmp_path: Path):
     block = torch.randn(3, 2, BLOCK, 3, 64)
     tokens = list(range(BLOCK))
