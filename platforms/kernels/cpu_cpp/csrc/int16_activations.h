@@ -164,10 +164,11 @@ struct Tiles {
   static constexpr int64_t max_rows = 32;
   // Input rows from which a tile reads each input pair already repeated (`QuantizedRows::repeated`,
   // one load folded into each multiply-add) rather than shuffling it per record: shuffles and
-  // multiply-adds share the vector ports. Int4 loads measured 1.03-1.11x faster at one row and
-  // 1.05-1.17x at 2 to 12; int8 records take twice the loads to unpack, and at one row the
-  // repeated loads made the lm_head load-bound (0.74x), so it keeps the shuffles there.
-  static constexpr int repeated_from_rows = Bits == 4 ? 1 : 2;
+  // multiply-adds share the vector ports. Int4 measured 1.03-1.17x faster at 1 to 8 rows, ~1.0x
+  // at 12 to 32. Int8 records take twice the loads to unpack: the repeated loads measured 0.72x
+  // and 0.74x at 2 and 1 rows (the lm_head load-bound) and 0.95-1.08x at 4 to 32, so int8 keeps
+  // the shuffles.
+  static constexpr int repeated_from_rows = Bits == 4 ? 1 : max_rows + 1;
   static constexpr int64_t data_bytes = BLOCK * Bits / 8;
   static constexpr int64_t scales_at = TILE_N * data_bytes;
   static constexpr int64_t offsets_at = scales_at + TILE_N * sizeof(Scale);
