@@ -145,7 +145,7 @@ def test_float16_exact_scales_take_float16_records(fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])
 @pytest.mark.parametrize(
-    ("rows", "split"), [(2, 1), (4, 1), (4, 2), (7, 3), (8, 5), (12, 1), (12, 5), (39, 13), (40, 20)]
+    ("rows", "split"), [(2, 1), (4, 1), (4, 2), (7, 3), (8, 5), (12, 1), (12, 5), (32, 1), (32, 13), (99, 33), (80, 40)]
 )
 def test_a_rows_output_does_not_depend_on_the_other_rows(fmt: str, rows: int, split: int) -> None:
     """Within a regime each row's output is bit-for-bit the same whether it comes alone, in a few

@@ -25,7 +25,7 @@ from sglang.platforms.kernels.cpu_cpp.build import ensure_built, kernel_ops
 ensure_built()
 
 TILES = "cpu_cpp.tiles"
-INT16_ACTIVATION_MAX_ROWS = {4: 12, 8: 12}
+INT16_ACTIVATION_MAX_ROWS = {4: 32, 8: 32}
 """By weight bits, the input rows up to which the kernels take int16 activations: the C++
 formats' `max_rows` (a test pins each boundary on both sides)."""
 

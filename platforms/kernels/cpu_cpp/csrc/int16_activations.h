@@ -12,9 +12,10 @@
 // int16 rounds 256 times finer (each value off by at most dx / 2, dx = max|block| / 32767) at
 // about the same speed, since unpacking the weights costs as much as the multiply.
 // With many rows the float kernel (a dequantized tile reused by every row) is faster, so
-// quant_linear.cpp uses this one only up to each format's `max_rows`: 12, a speculative verify
-// step of upstream's 11 drafts (at 6 rows this kernel took half the float kernel's time before
-// the record vectors below made each row 1.3-1.4x cheaper again).
+// quant_linear.cpp uses this one only up to `max_rows`: 32. Measured on the embedded model's
+// shapes, one thread, against the float kernel: int4 layers 1.2x faster at 16 rows, 1.07x at 24,
+// level at 32; the int8 lm_head 1.4x faster at 32. So a decode batch of up to 32 rows and a
+// speculative verify step are one regime: a row's output is the same bits in any of them.
 //
 // The weights are read from tile records (`pack`, once per weight): for each tile of TILE_N = 4
 // output rows and each 32-value block, one record holds the 4 rows' block data, then their 4
@@ -66,10 +67,17 @@ inline bool serves(int64_t K, int64_t G) { return K % BLOCK == 0 && G % BLOCK ==
 // `pairs` [M, K] (AVX2 only): each block's q with its 16 value pairs in the order 0, 2, 4, 6,
 // 1, 3, 5, 7 (first 32 bytes), then 8, 10, ..., 15: pairs 2k and 2k + 1 sit at the same place of
 // the two 16-byte halves, where one in-lane shuffle repeats them for record vector k.
+// `repeated` [M, K/32, VECTORS] (AVX2, when asked for): those shuffles, done once per block rather
+// than once per tile and block.
 struct QuantizedRows {
   std::vector<int16_t> q;
   std::vector<float> d, block_sum;
   std::vector<int16_t> pairs;
+  // 32-byte aligned: at malloc's 16, every other vector load spans two cache lines (0.92x).
+  struct alignas(32) Vector {
+    int16_t lanes[16];
+  };
+  std::vector<Vector> repeated;
 };
 
 inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float* block_sum) {
@@ -90,9 +98,35 @@ inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float*
   }
 }
 
-inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K) {
+#ifdef SGL_AVX2
+// The VECTORS inputs of one pair-ordered block: vector k holds pair 2k in its low half and pair
+// 2k + 1 in its high half, each repeated four times (one per weight row of a record). Made by one
+// in-lane shuffle of the block's first or second 32 bytes each.
+struct ShuffledInput {
+  __m256i first, second;
+  explicit ShuffledInput(const __m256i* block) : first(_mm256_loadu_si256(block)), second(_mm256_loadu_si256(block + 1)) {}
+  template <int k>
+  __m256i at() const {
+    return _mm256_shuffle_epi32(k < 4 ? first : second, (k % 4) * 0x55);
+  }
+};
+
+// The same vectors, stored by quantize_rows (`QuantizedRows::repeated`).
+struct LoadedInput {
+  const __m256i* vectors;
+  template <int k>
+  __m256i at() const {
+    return _mm256_load_si256(vectors + k);
+  }
+};
+#endif
+
+inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K, bool repeat) {
   const int64_t blocks = K / BLOCK;
-  QuantizedRows rows{std::vector<int16_t>(M * K), std::vector<float>(M * blocks), std::vector<float>(M * blocks), {}};
+  QuantizedRows rows;
+  rows.q.resize(M * K);
+  rows.d.resize(M * blocks);
+  rows.block_sum.resize(M * blocks);
   for (int64_t m = 0; m < M; ++m)
     quantize_row(x + m * K, K, rows.q.data() + m * K, rows.d.data() + m * blocks, rows.block_sum.data() + m * blocks);
 #ifdef SGL_AVX2
@@ -104,6 +138,17 @@ inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K) {
     _mm256_storeu_si256(out + 2 * b, _mm256_permutevar8x32_epi32(_mm256_loadu_si256(pairs), order));
     _mm256_storeu_si256(out + 2 * b + 1, _mm256_permutevar8x32_epi32(_mm256_loadu_si256(pairs + 1), order));
   }
+  if (repeat) {
+    rows.repeated.resize(M * blocks * VECTORS);
+    for (int64_t b = 0; b < M * blocks; ++b) {
+      const ShuffledInput input(out + 2 * b);
+      __m256i* to = reinterpret_cast<__m256i*>(rows.repeated.data()) + b * VECTORS;
+      to[0] = input.at<0>(), to[1] = input.at<1>(), to[2] = input.at<2>(), to[3] = input.at<3>();
+      to[4] = input.at<4>(), to[5] = input.at<5>(), to[6] = input.at<6>(), to[7] = input.at<7>();
+    }
+  }
+#else
+  (void)repeat;  // the portable loops read q
 #endif
   return rows;
 }
@@ -116,7 +161,14 @@ template <int Bits, typename Scale>
 struct Tiles {
   static_assert(Bits == 4 || Bits == 8, "int4 or int8 records");
   static constexpr bool has_offset = Bits == 4;
-  static constexpr int64_t max_rows = 12;
+  static constexpr int64_t max_rows = 32;
+  // Input rows from which a tile reads each input pair already repeated (`QuantizedRows::repeated`,
+  // one load folded into each multiply-add) rather than shuffling it per record: shuffles and
+  // multiply-adds share the vector ports. Int4 measured 1.03-1.17x faster at 1 to 8 rows, ~1.0x
+  // at 12 to 32. Int8 records take twice the loads to unpack: the repeated loads measured 0.72x
+  // and 0.74x at 2 and 1 rows (the lm_head load-bound) and 0.95-1.08x at 4 to 32, so int8 keeps
+  // the shuffles.
+  static constexpr int repeated_from_rows = Bits == 4 ? 1 : max_rows + 1;
   static constexpr int64_t data_bytes = BLOCK * Bits / 8;
   static constexpr int64_t scales_at = TILE_N * data_bytes;
   static constexpr int64_t offsets_at = scales_at + TILE_N * sizeof(Scale);
@@ -209,13 +261,58 @@ at::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, 
   return out;
 }
 
+#ifdef SGL_AVX2
+// A record's products with one input row's block (`input`: ShuffledInput or LoadedInput), summed
+// lane-wise in two chains of four: lane l holds weight row l % 4's sum over half l / 4's pairs.
+// Each input vector is made where it is used: made all at once, the eight of them spilled the
+// record's vectors at one row (0.95x).
+template <typename Input>
+__attribute__((always_inline)) inline __m256i record_products(const __m256i v[VECTORS], const Input& input) {
+  __m256i even = _mm256_madd_epi16(v[0], input.template at<0>());
+  __m256i odd = _mm256_madd_epi16(v[1], input.template at<1>());
+  even = _mm256_add_epi32(even, _mm256_madd_epi16(v[2], input.template at<2>()));
+  odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[3], input.template at<3>()));
+  even = _mm256_add_epi32(even, _mm256_madd_epi16(v[4], input.template at<4>()));
+  odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[5], input.template at<5>()));
+  even = _mm256_add_epi32(even, _mm256_madd_epi16(v[6], input.template at<6>()));
+  odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[7], input.template at<7>()));
+  return _mm256_add_epi32(even, odd);
+}
+
+// Block b's record for ROWS input rows from row m: each row's scaled dot product, then its
+// offset term, added into acc[i]. Inlined with a fixed `acc` (the even or the odd blocks' one).
+template <int ROWS, typename T>
+__attribute__((always_inline)) inline void add_record(const uint8_t* rec, const QuantizedRows& x, int64_t m, int64_t b,
+                                                      int64_t blocks, __m256 (&acc)[ROWS]) {
+  for (int64_t line = 0; line < T::record_bytes; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(rec + PREFETCH_BYTES + line), _MM_HINT_T0);
+  const __m128 scales4 = T::scales4(rec);
+  const __m256 scales = _mm256_set_m128(scales4, scales4);
+  // Offsets in the low half only: each output takes its block's offset term once.
+  const __m256 offsets = T::has_offset ? _mm256_castps128_ps256(T::offsets4(rec)) : _mm256_setzero_ps();
+  __m256i v[VECTORS];
+  T::unpack(rec, v);
+  for (int i = 0; i < ROWS; ++i) {
+    const int64_t at = (m + i) * blocks + b;
+    __m256i sums;
+    if constexpr (ROWS >= T::repeated_from_rows)
+      sums = record_products(v, LoadedInput{reinterpret_cast<const __m256i*>(x.repeated.data()) + at * VECTORS});
+    else
+      sums = record_products(v, ShuffledInput(reinterpret_cast<const __m256i*>(x.pairs.data()) + at * 2));
+    const __m256 step = _mm256_mul_ps(scales, _mm256_set1_ps(x.d[at]));
+    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), step, acc[i]);
+    if constexpr (T::has_offset) acc[i] = _mm256_fmadd_ps(offsets, _mm256_set1_ps(x.block_sum[at]), acc[i]);
+  }
+}
+#endif
+
 // y[m + i, 4t + r] for i < ROWS, r < TILE_N (and 4t + r < N). Per record, the TILE_N weight rows
-// are unpacked once into int16 lanes (kept in L1 for every input row); per input row and record,
-// the four rows' integer dot products are reduced into one vector by two rounds of horizontal
-// adds (lanes r and r + 4: row r's sums over the two halves of the block), converted and scaled
-// by one multiply-add. That is one conversion and one scaling per input row and record, not one
-// per weight row: an extra input row costs 8 multiply-adds, 4 adds, 3 horizontal adds and 3
-// float ops per 128 weights, the per-row work that bounds this kernel at a few rows.
+// are unpacked once into VECTORS int16 vectors for every input row; per input row and record,
+// 8 multiply-adds and 7 adds give the four rows' integer dot products in one vector (lanes r and
+// r + 4: row r's sums over the two halves of the block), then one conversion, one scaling and two
+// fused multiply-adds: ~20 vector instructions per row and 128 weights. That per-row work, not
+// memory, bounds this kernel from 2 rows on (at 4 rows one thread reads the weights at ~4.5 GB/s),
+// so each further row costs about as much as the last (8 rows measured 1.9-2.1x 4 rows).
 template <int ROWS, typename T>
 void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, int64_t N) {
   const int64_t blocks = w.blocks, K = blocks * BLOCK;
@@ -223,42 +320,24 @@ void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, in
 #ifdef SGL_AVX2
   // Lanes r and r + 4 of row i: output (m + i, 4t + r), summed at the end. Even and odd blocks
   // go to separate accumulators: one chain of dependent multiply-adds per row bounded one-row
-  // calls by its latency.
-  __m256 acc[ROWS][2];
-  for (int i = 0; i < ROWS; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  // calls by its latency. From 2 rows the blocks go in pairs, so which accumulator a block adds
+  // into is known at compile time (indexed by `b & 1`, every row's accumulators live on the stack).
+  __m256 acc[2][ROWS];  // the even blocks', then the odd blocks'
+  for (int i = 0; i < ROWS; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
   const uint8_t* rec = w.record(t, 0);
-  for (int64_t b = 0; b < blocks; ++b, rec += T::record_bytes) {
-    for (int64_t line = 0; line < T::record_bytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rec + PREFETCH_BYTES + line), _MM_HINT_T0);
-    const __m128 scales4 = T::scales4(rec);
-    const __m256 scales = _mm256_set_m128(scales4, scales4);
-    // Offsets in the low half only: each output takes its block's offset term once.
-    const __m256 offsets = T::has_offset ? _mm256_castps128_ps256(T::offsets4(rec)) : _mm256_setzero_ps();
-    __m256i v[VECTORS];
-    T::unpack(rec, v);
-    for (int i = 0; i < ROWS; ++i) {
-      // Vector k's input: pair 2k (low half) and 2k + 1 (high half), each repeated four times, is
-      // one in-lane shuffle of the pair-ordered block (shuffles, not 8 loads: loads bounded int8).
-      const __m256i* xp = reinterpret_cast<const __m256i*>(x.pairs.data()) + ((m + i) * blocks + b) * 2;
-      const __m256i first = _mm256_loadu_si256(xp), second = _mm256_loadu_si256(xp + 1);
-      // Two chains of four products each (lane l: row l % 4's sum over half l / 4's pairs).
-      __m256i even = _mm256_madd_epi16(v[0], _mm256_shuffle_epi32(first, 0x00));
-      __m256i odd = _mm256_madd_epi16(v[1], _mm256_shuffle_epi32(first, 0x55));
-      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[2], _mm256_shuffle_epi32(first, 0xAA)));
-      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[3], _mm256_shuffle_epi32(first, 0xFF)));
-      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[4], _mm256_shuffle_epi32(second, 0x00)));
-      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[5], _mm256_shuffle_epi32(second, 0x55)));
-      even = _mm256_add_epi32(even, _mm256_madd_epi16(v[6], _mm256_shuffle_epi32(second, 0xAA)));
-      odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[7], _mm256_shuffle_epi32(second, 0xFF)));
-      const __m256i sums = _mm256_add_epi32(even, odd);
-      const __m256 step = _mm256_mul_ps(scales, _mm256_set1_ps(x.d[(m + i) * blocks + b]));
-      __m256& into = acc[i][b & 1];
-      into = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), step, into);
-      if constexpr (T::has_offset) into = _mm256_fmadd_ps(offsets, _mm256_set1_ps(x.block_sum[(m + i) * blocks + b]), into);
+  if constexpr (ROWS > 1) {
+    int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2, rec += 2 * T::record_bytes) {
+      add_record<ROWS, T>(rec, x, m, b, blocks, acc[0]);
+      add_record<ROWS, T>(rec + T::record_bytes, x, m, b + 1, blocks, acc[1]);
     }
+    if (b < blocks) add_record<ROWS, T>(rec, x, m, b, blocks, acc[0]);
+  } else {
+    // One row: a record at a time (with the shuffled input, pairs measured 0.97x: more spills).
+    for (int64_t b = 0; b < blocks; ++b, rec += T::record_bytes) add_record<ROWS, T>(rec, x, m, b, blocks, acc[b & 1]);
   }
   for (int i = 0; i < ROWS; ++i) {
-    const __m256 both = _mm256_add_ps(acc[i][0], acc[i][1]);
+    const __m256 both = _mm256_add_ps(acc[0][i], acc[1][i]);
     _mm_storeu_ps(out[i], _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1)));
   }
 #else
@@ -288,7 +367,7 @@ constexpr int ROW_BLOCK = 4;
 
 template <typename T>
 void matmul(const float* x, int64_t M, const T& w, int64_t N, float* y) {
-  const QuantizedRows xq = quantize_rows(x, M, w.blocks * BLOCK);
+  const QuantizedRows xq = quantize_rows(x, M, w.blocks * BLOCK, M >= T::repeated_from_rows);
   const int64_t tiles = (N + TILE_N - 1) / TILE_N;
   // Enough tiles per task to amortize scheduling, few enough to balance across threads.
   const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
