@@ -33,6 +33,24 @@ def moe_route(
     return weights, ids
 
 
+def _check_groups(scores: torch.Tensor, num_groups: int, min_size: int) -> None:
+    """Raises ValueError unless the experts (`scores`' last dim) split into `num_groups` equal
+    groups of at least `min_size`. Skipped under `torch.jit.trace`, where a shape reads as a
+    tensor and a Python branch on it fails the capture (cpu's captured decode): the bucket's
+    eager run just before the trace checks the same shapes."""
+    if torch.jit.is_tracing():
+        return
+    num_experts = scores.shape[-1]
+    if num_experts % num_groups or num_experts // num_groups < min_size:
+        raise ValueError(f"{num_experts} experts do not split into {num_groups} groups of at least {min_size}")
+
+
+def _chosen(group_scores: torch.Tensor, best_groups: torch.Tensor) -> torch.Tensor:
+    """`[T, G]` bool, True at each token's `best_groups`. Scattered as floats: TorchScript (cpu's
+    traced decode) has no `scatter_` overload for a bool value."""
+    return torch.zeros_like(group_scores).scatter_(1, best_groups, 1.0).bool()
+
+
 def moe_route_grouped(
     router_logits: torch.Tensor,
     correction_bias: torch.Tensor,
@@ -51,14 +69,12 @@ def moe_route_grouped(
     one with `renormalize`), times `scaling` (`routed_scaling_factor`). Static shapes throughout.
     """
     scores = router_logits.float().sigmoid()
-    num_experts = scores.shape[-1]
-    if num_experts % num_groups or num_experts // num_groups < 2:
-        raise ValueError(f"{num_experts} experts do not split into {num_groups} groups of at least two")
+    _check_groups(scores, num_groups, min_size=2)
     choice = scores + correction_bias.float()
-    grouped = choice.unflatten(-1, (num_groups, num_experts // num_groups))
+    grouped = choice.unflatten(-1, (num_groups, -1))
     group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
     best_groups = group_scores.topk(topk_groups, dim=-1).indices
-    group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best_groups, True)
+    group_mask = _chosen(group_scores, best_groups)
     expert_mask = group_mask.unsqueeze(-1).expand_as(grouped).flatten(-2)
     ids = choice.masked_fill(~expert_mask, float("-inf")).topk(top_k, dim=-1).indices
     weights = scores.gather(1, ids)
@@ -80,12 +96,10 @@ def moe_route_group_limited(
     their softmax score (rescaled to sum to one with `renormalize`), times `scaling`.
     Returns `(weights [T, k] float32, expert_ids [T, k] int64)`. Static shapes throughout."""
     scores = router_logits.float().softmax(dim=-1)
-    num_experts = scores.shape[-1]
-    if num_experts % num_groups:
-        raise ValueError(f"{num_experts} experts do not split into {num_groups} groups")
-    grouped = scores.unflatten(-1, (num_groups, num_experts // num_groups))
-    best_groups = grouped.amax(dim=-1).topk(topk_groups, dim=-1).indices
-    group_mask = torch.zeros(grouped.shape[:-1], dtype=torch.bool, device=scores.device).scatter_(1, best_groups, True)
+    _check_groups(scores, num_groups, min_size=1)
+    grouped = scores.unflatten(-1, (num_groups, -1))
+    group_scores = grouped.amax(dim=-1)
+    group_mask = _chosen(group_scores, group_scores.topk(topk_groups, dim=-1).indices)
     expert_mask = group_mask.unsqueeze(-1).expand_as(grouped).flatten(-2)
     weights, ids = scores.masked_fill(~expert_mask, 0.0).topk(top_k, dim=-1)
     if renormalize:

@@ -1,6 +1,7 @@
 """The differential schedule fuzzer (issue 22 item 4) on every backend this machine runs.
 
-Per target (see `schedule_fuzz.targets`) one engine serves the tiny fuzz model; hypothesis draws
+Per target (see `schedule_fuzz.targets`) one engine serves one tiny fuzz model (a Llama, DeepSeek V2
+or gpt-oss, `schedule_fuzz.fuzz_model`) and is held to that model's oracle; hypothesis draws
 workloads (`schedule_fuzz.strategies`) that are submitted concurrently, and each must pass
 `check_workload`: no exception escapes, every request finishes exactly once, greedy sequences
 equal the oracle's (every op its reference, capture off, each request alone) up to reported near
@@ -15,6 +16,7 @@ Each fuzz test prints its target's example count, requests, near ties, retractio
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import time
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from sglang.ci.suites.lora_adapters import ADAPTER_NAMES, build_adapters, lora_flags
 from sglang.ci.suites.schedule_fuzz.checker import check_workload
 from sglang.ci.suites.schedule_fuzz.driver import RequestOutcome
-from sglang.ci.suites.schedule_fuzz.fuzz_model import build_fuzz_model
+from sglang.ci.suites.schedule_fuzz.fuzz_model import FUZZ_MODELS, LLAMA, build_fuzz_model
 from sglang.ci.suites.schedule_fuzz.invariants import delivery_problems, kv_problems
 from sglang.ci.suites.schedule_fuzz.oracle import NEAR_TIE_LOGPROB, ORACLE_ARGS, Oracle, compare
 from sglang.ci.suites.schedule_fuzz.regressions import REGRESSIONS, Regression
@@ -54,44 +56,88 @@ class FuzzStats:
         self.near_ties += near_ties
 
 
-@pytest.fixture(scope="module")
-def fuzz_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fuzz_model(tmp_path_factory.mktemp("schedule-fuzz") / "model")
+class FuzzModels:
+    """Each fuzz model's folder and the Llama's LoRA adapters, built on first use."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._paths: dict[str, Path] = {}
+
+    def path(self, name: str) -> Path:
+        if name not in self._paths:
+            self._paths[name] = build_fuzz_model(self.root / name, FUZZ_MODELS[name].spec)
+        return self._paths[name]
+
+    @functools.cached_property
+    def adapters(self) -> dict[str, Path]:
+        """The Llama's adapters by name; none where peft (which makes them) is absent."""
+        if importlib.util.find_spec("peft") is None:
+            return {}
+        llama = self.path(LLAMA.name)
+        return build_adapters(llama, llama.parent / "adapters")
+
+    def lora_args(self, model: str) -> dict[str, object]:
+        """Engine arguments serving the adapters where `model` is the Llama and peft is here."""
+        return lora_flags(self.adapters) if model == LLAMA.name and self.adapters else {}
+
+
+class Oracles:
+    """The oracle of one model at a time. Targets are listed model by model and pytest runs a
+    module-scoped parameter's tests together, so each model's oracle engine starts once."""
+
+    def __init__(self, models: FuzzModels) -> None:
+        self.models = models
+        self.model: str | None = None
+        self.oracle: Oracle | None = None
+
+    def get(self, model: str) -> Oracle:
+        if self.oracle is None or model != self.model:
+            self.close()
+            # Serving the adapters changes nothing for base requests: their rows add exact zeros.
+            path = self.models.path(model)
+            engine = Engine(str(path), max_total_tokens=POOL_TOKENS, **ORACLE_ARGS, **self.models.lora_args(model))
+            self.model, self.oracle = model, Oracle(engine)
+        return self.oracle
+
+    def close(self) -> None:
+        if self.oracle is not None:
+            self.oracle.engine.shutdown()
+        self.model, self.oracle = None, None
 
 
 @pytest.fixture(scope="module")
-def fuzz_adapters(fuzz_model: Path) -> dict[str, Path]:
-    """The LoRA adapters of the fuzz model, by name; none where peft (which makes them) is absent."""
-    if importlib.util.find_spec("peft") is None:
-        return {}
-    return build_adapters(fuzz_model, fuzz_model.parent / "adapters")
+def fuzz_models(tmp_path_factory: pytest.TempPathFactory) -> FuzzModels:
+    return FuzzModels(tmp_path_factory.mktemp("schedule-fuzz"))
 
 
 @pytest.fixture(scope="module")
-def oracle(fuzz_model: Path, fuzz_adapters: dict[str, Path]) -> Iterator[Oracle]:
-    # Serving the adapters changes nothing for base requests: their rows add exact zeros.
-    lora = lora_flags(fuzz_adapters) if fuzz_adapters else {}
-    engine = Engine(str(fuzz_model), max_total_tokens=POOL_TOKENS, **ORACLE_ARGS, **lora)
+def oracles(fuzz_models: FuzzModels) -> Iterator[Oracles]:
+    store = Oracles(fuzz_models)
     try:
-        yield Oracle(engine)
+        yield store
     finally:
-        engine.shutdown()
+        store.close()
 
 
 @pytest.fixture(
     scope="module",
     params=[pytest.param(t, id=t.id, marks=[pytest.mark.slow] if t.slow_only else []) for t in fuzz_targets()],
 )
-def target_engine(
-    request: pytest.FixtureRequest, fuzz_model: Path, fuzz_adapters: dict[str, Path]
-) -> Iterator[tuple[FuzzTarget, Engine]]:
+def target_engine(request: pytest.FixtureRequest, fuzz_models: FuzzModels) -> Iterator[tuple[FuzzTarget, Engine]]:
     """One engine per target, shared by its fuzz and regression tests (pytest groups them)."""
     target: FuzzTarget = request.param
     reason = target.unavailable()
     if reason is not None:
         pytest.skip(f"{target.id}: {reason}")
-    with started(target, fuzz_model, **(lora_flags(fuzz_adapters) if target.lora else {})) as engine:
+    lora = fuzz_models.lora_args(target.model) if target.lora else {}
+    with started(target, fuzz_models.path(target.model), **lora) as engine:
         yield target, engine
+
+
+@pytest.fixture
+def oracle(target_engine: tuple[FuzzTarget, Engine], oracles: Oracles) -> Oracle:
+    """The oracle of the model the target serves."""
+    return oracles.get(target_engine[0].model)
 
 
 def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, derandomize: bool) -> None:

@@ -19,6 +19,7 @@ from sglang.ops.step import StepInputs, StepStats
 from sglang.platforms.base import Platform
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.layers.attention import SelfAttention
+from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,20 @@ def attention_backend_for(model: DecoderForCausalLM, platform: Platform, page_si
 def kv_bytes_per_token(model: DecoderForCausalLM, backend: AttentionBackend) -> int:
     """Bytes one token's K/V take across every layer, in the backend's layout."""
     return model.config.num_layers * backend.kv_bytes_per_token()
+
+
+def windowed_layers_note(config: ModelConfig) -> str | None:
+    """The startup line saying what windowed layers keep in the KV cache, or None where no layer
+    has a sliding window. Every layer's buffer holds one slot per token of the pool (one slot
+    list serves every layer), so a windowed layer keeps every token too."""
+    windowed = [i for i in range(config.num_layers) if config.sliding_window_for(i) is not None]
+    if not windowed:
+        return None
+    return (
+        f"KV cache: {len(windowed)} of {config.num_layers} layers are windowed (window {config.sliding_window}) "
+        "but keep every token: one slot list serves every layer, so their slots are freed with the request's, "
+        "not as tokens leave the window (no separate window pool yet)"
+    )
 
 
 class ModelRunner:
@@ -69,6 +84,9 @@ class ModelRunner:
             config.num_layers,
             num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
         )
+        note = windowed_layers_note(config)
+        if note is not None:
+            logger.info(note)
 
     @property
     def step_stats(self) -> StepStats:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
 
 from sglang.ops.activation import gelu_and_mul, silu_and_mul
-from sglang.ops.moe import moe_experts, moe_route, moe_route_grouped
+from sglang.ops.moe import moe_experts, moe_route, moe_route_group_limited, moe_route_grouped
 
 LOGITS = torch.tensor([[1.0, 2.0, 3.0, 0.0], [0.5, -1.0, 0.0, 4.0]])
 
@@ -108,3 +109,25 @@ def test_grouped_route_matches_transformers_router(renormalize: bool) -> None:
     torch.testing.assert_close(weights.gather(1, order.indices), hf_weights.gather(1, hf_order.indices))
     unbiased_ids = moe_route_grouped(logits, torch.zeros_like(bias), 3, 4, 2, renormalize, 2.5)[1]
     assert not torch.equal(unbiased_ids.sort(dim=-1).values, order.values), "the bias changed no choice"
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        pytest.param(lambda x, bias: moe_route_grouped(x, bias, 2, 4, 2, scaling=2.5), id="grouped"),
+        pytest.param(lambda x, bias: moe_route_group_limited(x, 2, 4, 1, scaling=2.0), id="group-limited"),
+    ],
+)
+def test_grouped_routes_trace_without_baking_in_the_routing(route) -> None:
+    """cpu's captured decode traces the step with tracer warnings as errors (a warning means a
+    tensor's value became a Python constant). Grouped routing (GLM-4-MoE, DeepSeek V2/V3) branched
+    on a traced shape and scattered a bool, so every such model's first captured decode step
+    raised; the traced routing must also follow new logits, not replay the traced ones."""
+    generator = torch.Generator().manual_seed(0)
+    bias = torch.randn(8, generator=generator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        traced = torch.jit.trace(lambda x: route(x, bias), (torch.randn(3, 8, generator=generator),))
+    logits = torch.randn(3, 8, generator=generator)
+    for got, expected in zip(traced(logits), route(logits, bias), strict=True):
+        torch.testing.assert_close(got, expected)

@@ -7,10 +7,14 @@ after the first replayed the first one's expert choice; logits differed by up to
 
 A tiny random gpt-oss decoder (two layers: windowed with sinks, global with sinks; window 4,
 shorter than every prompt) decodes three prompts for six steps in bucket 4 (three rows, one
-padded), traced, and eagerly (a few seconds)."""
+padded), traced, and eagerly (a few seconds). The runner's startup log says the windowed layer
+keeps every token (there is no window pool yet)."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 import torch
 
 from sglang.ci.suites.model_harness import TargetSpec, bound_ops
@@ -67,7 +71,7 @@ def _decode(runner: ModelRunner, prompts: list[list[int]], steps: int) -> tuple[
     return tokens, torch.stack(seen)
 
 
-def test_windowed_layers_with_sinks_are_captured_and_match_eager() -> None:
+def test_windowed_layers_with_sinks_are_captured_and_match_eager(caplog: pytest.LogCaptureFixture) -> None:
     config = ModelConfig.from_dict(GPT_OSS)
     assert config.attention_sinks and config.sliding_window_for(0) == 4 and config.sliding_window_for(1) is None
     with bound_ops(TargetSpec("cpu")) as target:
@@ -76,7 +80,9 @@ def test_windowed_layers_with_sinks_are_captured_and_match_eager() -> None:
         gen = torch.Generator().manual_seed(0)
         for param in model.parameters():
             param.data = torch.randn(param.shape, generator=gen) * 0.2
-        eager = ModelRunner(model, CpuPlatform(), NUM_SLOTS)
+        with caplog.at_level(logging.INFO, logger="sglang.runtime.execution.model_runner"):
+            eager = ModelRunner(model, CpuPlatform(), NUM_SLOTS)
+        assert "1 of 2 layers are windowed (window 4) but keep every token" in caplog.text
         captured = ModelRunner(model, CpuPlatform(), NUM_SLOTS, graph_buckets=BucketPolicy((1, 2, 4)))
         assert isinstance(captured.attn_backend, PoolDecodeAttention)
         assert isinstance(captured.step_runner, CapturedStepRunner)

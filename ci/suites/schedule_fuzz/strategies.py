@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from sglang.ci.suites.schedule_fuzz.fuzz_model import FIRST_PLAIN_TOKEN, FUZZ_SPEC
+from sglang.ci.suites.schedule_fuzz.fuzz_model import FIRST_PLAIN_TOKEN, FUZZ_SHAPE
 from sglang.ci.suites.schedule_fuzz.workload import RequestSpec, Workload
 
 STOP_STRINGS = ("e", "ing", " a", "\n", "ion")
@@ -44,7 +44,7 @@ class WorkloadBudget:
     max_n: int
 
     def __post_init__(self) -> None:
-        context = FUZZ_SPEC.overrides["max_position_embeddings"]
+        context = FUZZ_SHAPE["max_position_embeddings"]
         if self.max_prompt_len + self.max_new_tokens > context:
             raise ValueError(f"{self} does not fit the fuzz model's {context}-token context")
 
@@ -58,7 +58,7 @@ INTERPRETED = WorkloadBudget(max_requests=3, max_prompt_len=40, max_new_tokens=6
 
 def tokens(length: int, seed: int) -> tuple[int, ...]:
     rng = random.Random(seed)
-    return tuple(rng.randrange(FIRST_PLAIN_TOKEN, FUZZ_SPEC.overrides["vocab_size"]) for _ in range(length))
+    return tuple(rng.randrange(FIRST_PLAIN_TOKEN, FUZZ_SHAPE["vocab_size"]) for _ in range(length))
 
 
 @st.composite

@@ -5,10 +5,11 @@ C++ one, read from the platform rather than named here) with decode capture on a
 speculative decoding and with a STANDALONE draft model; the torch_native family alone; every op
 forced to its reference; the triton family in Triton's interpreter on cpu tensors; and the tpu
 platform on XLA:CPU (the last two also with NGRAM, the tpu platform with STANDALONE too; the cpu
-and tpu platforms also with LoRA adapters). Families are replaced through `SGLANG_KERNEL_FAMILIES`
-(runtime/loader/model_loading.py); environment variables are set before the engine spawns its
-processes, which inherit them (`TRITON_INTERPRET` must be set before triton is imported,
-`JAX_PLATFORMS` before jax is).
+and tpu platforms also with LoRA adapters). The Llama runs on all of them; DeepSeek V2 and gpt-oss
+(`fuzz_model.FUZZ_MODELS`) on all but the LoRA ones, under `-m slow` only (the CI budget). Families
+are replaced through `SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment
+variables are set before the engine spawns its processes, which inherit them (`TRITON_INTERPRET`
+must be set before triton is imported, `JAX_PLATFORMS` before jax is).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import contextlib
 import importlib.util
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sglang.ci.suites.schedule_fuzz.fuzz_model import FUZZ_MODELS, LLAMA
 from sglang.ci.suites.schedule_fuzz.strategies import FULL, INTERPRETED, WorkloadBudget
 from sglang.platforms.registry import platform_class
 from sglang.runtime.engine import Engine
@@ -61,9 +63,9 @@ ENGINE_ARGS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class FuzzTarget:
-    """One backend. Invariant: `attention_family` is the family the engine must bind attention
-    from (checked after start, so a mechanism that silently falls back cannot pass), or None
-    where every op is forced to its reference."""
+    """One backend serving one fuzz model. Invariant: `attention_family` is the family the
+    engine must bind the model's attention op from (checked after start, so a mechanism that
+    silently falls back cannot pass), or None where every op is forced to its reference."""
 
     id: str
     device: str
@@ -78,6 +80,8 @@ class FuzzTarget:
     """Serves the fuzz adapters (`lora_adapters.ADAPTERS`), which the workloads then draw from."""
     slow_only: bool = False
     """Left out of the default run (CI budget): fuzzed and its regressions run under `-m slow`."""
+    model: str = LLAMA.name
+    """The served model's name in `fuzz_model.FUZZ_MODELS`."""
 
     def unavailable(self) -> str | None:
         """Why this machine cannot run the target, or None. Checked with the target's environment."""
@@ -92,7 +96,35 @@ class FuzzTarget:
         return None if state.available else f"{self.device}: {state.reason}"
 
 
+NEW_KIND_MODELS = ("deepseek-v2", "gpt-oss")
+"""The models of issue 30's attention and layer kinds, fuzzed on every backend the Llama is."""
+
+
 def fuzz_targets() -> tuple[FuzzTarget, ...]:
+    backends = llama_targets()
+    return backends + tuple(target for model in NEW_KIND_MODELS for target in model_targets(model, backends))
+
+
+def model_targets(model: str, backends: tuple[FuzzTarget, ...]) -> tuple[FuzzTarget, ...]:
+    """`model` on each of the Llama's `backends` but the LoRA one (its adapters are the Llama's),
+    two examples by default on the first (the cpu platform's own kernels, decode captured where
+    the attention can be) and every other backend slow only: each model adds an oracle engine and
+    a target engine (about 20 s to start on the loaded CI machine) to the default run."""
+    default = backends[0]
+    return tuple(
+        replace(
+            target,
+            id=f"{model}-{target.id}",
+            model=model,
+            examples=2,
+            slow_only=target.slow_only or target is not default,
+        )
+        for target in backends
+        if not target.lora
+    )
+
+
+def llama_targets() -> tuple[FuzzTarget, ...]:
     cpp = platform_class("cpu").kernel_families[0]
     capture = {"cuda_graph_max_bs": CAPTURE_MAX_BATCH}
     eager = {"disable_cuda_graph": True}
@@ -155,12 +187,12 @@ def fuzz_targets() -> tuple[FuzzTarget, ...]:
     )
 
 
-def attention_family(engine: Engine) -> str | None:
-    """The family the engine bound attention from, or None when every op is the reference."""
+def attention_family(engine: Engine, attention_op: str) -> str | None:
+    """The family the engine bound `attention_op` from, or None when every op is the reference."""
     table = engine.info.op_table
     if table["forced_reference"]:
         return None
-    return next(op["family"] for op in table["ops"] if op["op"] == "attention_backend")
+    return next(op["family"] for op in table["ops"] if op["op"] == attention_op)
 
 
 @contextlib.contextmanager
@@ -176,8 +208,9 @@ def started(target: FuzzTarget, model: Path, **overrides: Any) -> Iterator[Engin
             args.setdefault("speculative_draft_model_path", str(model))
         engine = Engine(str(model), device=target.device, **args)
         try:
-            bound = attention_family(engine)
-            assert bound == target.attention_family, f"{target.id}: attention bound from {bound}"
+            attention_op = FUZZ_MODELS[target.model].attention_op
+            bound = attention_family(engine, attention_op)
+            assert bound == target.attention_family, f"{target.id}: {attention_op} bound from {bound}"
             yield engine
         finally:
             engine.shutdown()

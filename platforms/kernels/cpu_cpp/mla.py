@@ -4,6 +4,8 @@ The absorbed form of torch_native's `AbsorbedMLA` (each head's query moved onto 
 value up-projection applied after attention); its decode rows are not gathered into a padded
 `[Bd, L, R + r]` block for SDPA: the kernel walks each row's slot list in the pool, every head of
 a row reading the same cached rows. Extend rows keep SDPA. Float32 pools only (the family's).
+Decode steps can be captured: the static slot tables are the K/V kernel's, since both kernels
+read a row's slots from the same unpadded list.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ ensure_built()
 class PoolDecodeMLA(AbsorbedMLA):
     plan = PoolDecodeAttention.plan
     """Decode rows' slots unpadded, row after row (`pool_slots`, `pool_starts`); extend rows as SDPA's."""
+    init_capture = PoolDecodeAttention.init_capture
+    capture_metadata = PoolDecodeAttention.capture_metadata
+    replay_metadata = PoolDecodeAttention.replay_metadata
 
     def _decode(self, query: torch.Tensor, kv_buffer: torch.Tensor, metadata: PoolAttentionMetadata, layer):
         scale, rank = layer.scale, self.kv_lora_rank

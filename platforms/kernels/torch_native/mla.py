@@ -19,6 +19,8 @@ from sglang.platforms.kernels.torch_native.attention import SdpaAttention, SdpaA
 
 
 class AbsorbedMLA(MLABackend):
+    decode_rows_see_each_other = True  # `forward` stores every new latent row before any attention
+
     def plan(self, inputs: AttentionInputs) -> SdpaAttentionMetadata:
         return SdpaAttention.plan(self, inputs)  # type: ignore[arg-type]  # reads only inputs and device
 
