@@ -1,6 +1,7 @@
-"""Captured (traced) decode on cpu for layers with sliding windows and attention sinks: the
-cpu_cpp decode kernel serves them, so a gpt-oss-shaped model's decode buckets are captured
-instead of refused, and its greedy tokens and logits equal the eager steps'. Its experts check
+"""Captured (traced) decode on cpu for the layer kinds beyond plain attention: sliding windows
+with attention sinks (gpt-oss) and multi-head latent attention with grouped expert routing
+(DeepSeek V2). The cpu_cpp decode kernels serve them, so their decode buckets are captured
+instead of refused, and greedy tokens and logits equal the eager steps'. Its experts check
 that a traced step does not keep the traced step's routing: torch_native's sparse experts read
 the routing on the host, and run their dense form under trace (before that fix every decode step
 after the first replayed the first one's expert choice; logits differed by up to 0.8).
@@ -8,7 +9,9 @@ after the first replayed the first one's expert choice; logits differed by up to
 A tiny random gpt-oss decoder (two layers: windowed with sinks, global with sinks; window 4,
 shorter than every prompt) decodes three prompts for six steps in bucket 4 (three rows, one
 padded), traced, and eagerly (a few seconds). The runner's startup log says the windowed layer
-keeps every token (there is no window pool yet)."""
+keeps every token (there is no window pool yet). A tiny DeepSeek V2 (the model parity suite's)
+does the same through the latent pool kernel: its routing picks groups with Python-level shape
+checks and a mask, which once failed to trace, so every captured decode step failed."""
 
 from __future__ import annotations
 
@@ -17,13 +20,14 @@ import logging
 import pytest
 import torch
 
-from sglang.ci.suites.model_harness import TargetSpec, bound_ops
+from sglang.ci.suites.model_harness import SPECS_BY_NAME, TargetSpec, bound_ops
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.step import StepInputs
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.platforms.execution.captured import CapturedStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
+from sglang.platforms.kernels.cpu_cpp.mla import PoolDecodeMLA
 from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.models.config import ModelConfig
 from sglang.runtime.models.registry import model_class_for
@@ -44,6 +48,7 @@ GPT_OSS = {
     "layer_types": ["sliding_attention", "full_attention"],
     "max_position_embeddings": 128,
 }
+PROMPTS = [[5, 9, 13, 2, 7, 30, 31], [3, 3, 8, 60, 1], [11, 40, 8, 1, 60, 33, 2, 9, 4]]
 SPAN = 40
 NUM_SLOTS = 1 + 3 * SPAN
 
@@ -71,25 +76,46 @@ def _decode(runner: ModelRunner, prompts: list[list[int]], steps: int) -> tuple[
     return tokens, torch.stack(seen)
 
 
+def _random_model(config: ModelConfig) -> torch.nn.Module:
+    model = model_class_for(config)(config, torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    for param in model.parameters():
+        param.data = torch.randn(param.shape, generator=gen) * 0.2
+    return model
+
+
+def _assert_captured_matches_eager(eager: ModelRunner, captured: ModelRunner) -> None:
+    """Three prompts, six decode steps in bucket 4 (three rows, one padded): same tokens and
+    logits, every decode step replayed."""
+    assert isinstance(captured.step_runner, CapturedStepRunner)
+    expected, expected_logits = _decode(eager, PROMPTS, steps=6)
+    actual, logits = _decode(captured, PROMPTS, steps=6)
+    assert actual == expected
+    torch.testing.assert_close(logits, expected_logits, atol=1e-4, rtol=1e-4)
+    stats = captured.step_runner.stats
+    assert stats.captured_buckets == [4] and stats.static_steps == 6 and stats.static_fallbacks == 0
+
+
 def test_windowed_layers_with_sinks_are_captured_and_match_eager(caplog: pytest.LogCaptureFixture) -> None:
     config = ModelConfig.from_dict(GPT_OSS)
     assert config.attention_sinks and config.sliding_window_for(0) == 4 and config.sliding_window_for(1) is None
     with bound_ops(TargetSpec("cpu")) as target:
         target.bind_for(config, torch.float32)
-        model = model_class_for(config)(config, torch.float32)
-        gen = torch.Generator().manual_seed(0)
-        for param in model.parameters():
-            param.data = torch.randn(param.shape, generator=gen) * 0.2
+        model = _random_model(config)
         with caplog.at_level(logging.INFO, logger="sglang.runtime.execution.model_runner"):
             eager = ModelRunner(model, CpuPlatform(), NUM_SLOTS)
         assert "1 of 2 layers are windowed (window 4) but keep every token" in caplog.text
         captured = ModelRunner(model, CpuPlatform(), NUM_SLOTS, graph_buckets=BucketPolicy((1, 2, 4)))
         assert isinstance(captured.attn_backend, PoolDecodeAttention)
-        assert isinstance(captured.step_runner, CapturedStepRunner)
-        prompts = [[5, 9, 13, 2, 7, 30, 31], [3, 3, 8, 60, 1], [11, 40, 8, 1, 60, 33, 2, 9, 4]]
-        expected, expected_logits = _decode(eager, prompts, steps=6)
-        actual, logits = _decode(captured, prompts, steps=6)
-    assert actual == expected
-    torch.testing.assert_close(logits, expected_logits, atol=1e-4, rtol=1e-4)
-    stats = captured.step_runner.stats
-    assert stats.captured_buckets == [4] and stats.static_steps == 6 and stats.static_fallbacks == 0
+        _assert_captured_matches_eager(eager, captured)
+
+
+def test_latent_attention_with_grouped_routing_is_captured_and_matches_eager() -> None:
+    config = ModelConfig.from_dict(SPECS_BY_NAME["deepseek-v2-mla"].hf_config().to_dict())
+    with bound_ops(TargetSpec("cpu")) as target:
+        target.bind_for(config, torch.float32)
+        model = _random_model(config)
+        eager = ModelRunner(model, CpuPlatform(), NUM_SLOTS)
+        captured = ModelRunner(model, CpuPlatform(), NUM_SLOTS, graph_buckets=BucketPolicy((1, 2, 4)))
+        assert isinstance(captured.attn_backend, PoolDecodeMLA)
+        _assert_captured_matches_eager(eager, captured)
