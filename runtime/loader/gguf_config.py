@@ -6,6 +6,16 @@ whatever the checkpoint. Supported GGUF architectures are those in `ARCHITECTURE
 converts Mistral 7B-style models to `llama`, so they load as LlamaForCausalLM); anything else
 fails with UnsupportedModelError naming the architecture.
 
+gpt-oss (`gpt-oss`, llama.cpp's LLM_ARCH_OPENAI_MOE) adds what its GGUF keys say: experts
+(`expert_count`, `expert_used_count`, `expert_feed_forward_length`), the window
+(`attention.sliding_window`) and which layers use it (`attention.sliding_window_pattern`, a
+period where layer `i` slides iff `i % period < period - 1`, or a per-layer list; llama.cpp
+defaults the period to 2, so even layers slide, as transformers' gpt-oss does), and yarn's betas.
+What the file does not record are gpt-oss's constants: the clamped SwiGLU's alpha 1.702 and limit
+7.0 (hard-coded in llama.cpp's `LLM_FFN_SWIGLU_OAI_MOE` as in transformers), and yarn without
+truncated correction ranges (`truncate: false` in gpt-oss's config.json; llama.cpp's ggml rope
+truncates, so it differs from transformers there, and we follow transformers).
+
 Values the file stores as float32 (rope theta, rms eps) are rounded to their shortest decimal
 spelling (1e-05, not 9.999999747378752e-06), which is the value the original config.json held.
 The dict has no `torch_dtype` for quantized files (their original dtype is not recorded), so dtype
@@ -14,7 +24,8 @@ The dict has no `torch_dtype` for quantized files (their original dtype is not r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,12 +42,35 @@ class ArchitectureInfo:
     """llama.cpp's converter permuted Q/K rows for its rotary layout (see gguf_tensors.unpermute_qk)."""
     qkv_bias: bool | None
     """Whether attention projections have biases; None: decided by the tensors present."""
+    block_names: Mapping[str, str] = field(default_factory=dict)
+    """GGUF block tensor names whose Hugging Face name differs from `gguf_tensors`' default map."""
+    window_period: int | None = None
+    """llama.cpp's default sliding-window period when the file has a window but no pattern."""
 
 
 ARCHITECTURES: dict[str, ArchitectureInfo] = {
     "llama": ArchitectureInfo("LlamaForCausalLM", "llama", permuted_qk=True, qkv_bias=None),
     "qwen2": ArchitectureInfo("Qwen2ForCausalLM", "qwen2", permuted_qk=False, qkv_bias=True),
     "qwen3": ArchitectureInfo("Qwen3ForCausalLM", "qwen3", permuted_qk=False, qkv_bias=False),
+    "gpt-oss": ArchitectureInfo(
+        "GptOssForCausalLM",
+        "gpt_oss",
+        permuted_qk=False,  # NEOX rotary: llama.cpp keeps Hugging Face's row order
+        qkv_bias=True,
+        block_names={
+            "attn_sinks": "self_attn.sinks",
+            "post_attention_norm": "post_attention_layernorm",
+            "ffn_gate_inp": "mlp.router",
+        },
+        window_period=2,
+    ),
+}
+
+# Optional yarn parameters convert_hf_to_gguf.py writes when the config has them, by GGUF key.
+_YARN_KEYS = {
+    "yarn_beta_fast": "beta_fast",
+    "yarn_beta_slow": "beta_slow",
+    "yarn_attn_factor": "attention_factor",
 }
 
 # general.file_type (llama_ftype) values whose weights are unquantized, and the dtype they are in.
@@ -97,7 +131,40 @@ def gguf_to_hf_config(gf: GGUFFile) -> dict[str, Any]:
     dtype = _UNQUANTIZED_FILE_TYPES.get(gf.metadata.get("general.file_type", -1))
     if dtype is not None:
         config["torch_dtype"] = dtype
+    if info.model_type == "gpt_oss":
+        config.update(_gpt_oss_config(gf, info, config))
     return config
+
+
+def _gpt_oss_config(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]) -> dict[str, Any]:
+    """gpt-oss's experts, windows and the constants llama.cpp assumes (see the module docstring)."""
+    extra: dict[str, Any] = {
+        "num_local_experts": int(gf.require("expert_count")),
+        "num_experts_per_tok": int(gf.require("expert_used_count")),
+        "intermediate_size": int(gf.arch_value("expert_feed_forward_length", config["intermediate_size"])),
+        "sliding_window": int(gf.require("attention.sliding_window")),
+        "layer_types": window_layer_types(gf, config["num_hidden_layers"], info.window_period or 0),
+        "swiglu_limit": 7.0,
+    }
+    scaling = config.get("rope_scaling")
+    if scaling is not None and scaling["rope_type"] == "yarn":
+        extra["rope_scaling"] = {**scaling, "truncate": False}
+    return extra
+
+
+def window_layer_types(gf: GGUFFile, layers: int, default_period: int) -> list[str]:
+    """llama.cpp's `set_swa_pattern(period)` (a period of 0: every layer slides), or a per-layer list."""
+    pattern = gf.arch_value("attention.sliding_window_pattern", default_period)
+    if isinstance(pattern, list):
+        if len(pattern) != layers:
+            raise UnsupportedModelError(
+                f"{gf.path.name}: sliding_window_pattern lists {len(pattern)} of {layers} layers"
+            )
+        sliding = [bool(p) for p in pattern]
+    else:
+        period = int(pattern)
+        sliding = [period == 0 or i % period < period - 1 for i in range(layers)]
+    return ["sliding_attention" if s else "full_attention" for s in sliding]
 
 
 def _rope_scaling(gf: GGUFFile) -> dict[str, Any] | None:
@@ -115,4 +182,8 @@ def _rope_scaling(gf: GGUFFile) -> dict[str, Any] | None:
     original = gf.arch_value("rope.scaling.original_context_length")
     if original is not None:
         scaling["original_max_position_embeddings"] = int(original)
+    for key, hf_key in _YARN_KEYS.items():
+        value = gf.arch_value(f"rope.scaling.{key}")
+        if value is not None:
+            scaling[hf_key] = _clean_float(value)
     return scaling

@@ -18,6 +18,7 @@ import json
 import logging
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -27,6 +28,7 @@ from .cache import FORMAT_VERSION, cache_root, entry_name, publish
 from .errors import MissingFileError, ModelLoadError
 from .gguf_config import architecture_info, gguf_to_hf_config
 from .gguf_file import GGUFFile
+from .gguf_quantized import DENSE_TYPES
 from .gguf_tensors import iter_hf_tensors, tensor_specs
 from .hf_folder import SINGLE_FILE, ModelSource, open_hf_folder
 from .safetensors_file import write_streaming
@@ -41,7 +43,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     gf = GGUFFile.open(gguf_path)
     info = architecture_info(gf)
     config = gguf_to_hf_config(gf)
-    specs = tensor_specs(gf)
+    specs = tensor_specs(gf, info)
     tensors = tqdm(
         iter_hf_tensors(gf, info, config),
         total=len(specs),
@@ -55,6 +57,10 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     provenance = {"source": str(gguf_path.resolve()), "format_version": FORMAT_VERSION, "tensors": len(specs)}
     (out_dir / "source.json").write_text(json.dumps(provenance, indent=2) + "\n")
     logger.info("converted %s (%d tensors) in %.1f s", gguf_path.name, len(specs), time.perf_counter() - started)
+    quantized = Counter(t.tensor_type.name for t in gf.tensors.values() if t.tensor_type not in DENSE_TYPES)
+    if quantized:
+        shown = ", ".join(f"{kind} ({n} tensors)" for kind, n in sorted(quantized.items()))
+        logger.info("%s: quantized tensors dequantized to float32 at load: %s", gguf_path.name, shown)
 
 
 def cached_folder(gguf_path: Path, root: Path | None = None) -> Path:

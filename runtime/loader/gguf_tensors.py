@@ -1,8 +1,14 @@
 """GGUF tensors as Hugging Face tensors: names, shapes, dequantization and the Q/K un-permutation.
 
 Names: llama.cpp's `blk.N.attn_q.weight` is Hugging Face's `model.layers.N.self_attn.q_proj.weight`,
-and so on (`_BLOCK_NAMES`, `_GLOBAL_NAMES`); a tensor with no mapping fails with
-UnsupportedModelError naming it, rather than being dropped silently.
+and so on (`_BLOCK_NAMES`, `_GLOBAL_NAMES`, and an architecture's own `block_names`); a tensor
+with no mapping fails with UnsupportedModelError naming it, rather than being dropped silently.
+A name the architecture maps without a `.weight` (gpt-oss's `self_attn.sinks`) drops the suffix.
+
+Experts: llama.cpp stacks them, `blk.N.ffn_{gate,up,down}_exps.{weight,bias}` `[E, out, in]`
+and `[E, out]` (or `ffn_gate_up_exps`, gate rows then up rows); each becomes one tensor per
+expert, `model.layers.N.mlp.experts.{e}.{gate,up,down}_proj.{weight,bias}`, the names
+per-expert Hugging Face checkpoints use and every MoE layer here loads.
 
 Shapes: GGUF lists dimensions innermost first; Hugging Face's shape is the reverse.
 
@@ -13,8 +19,8 @@ rotary kernel. `unpermute_qk` undoes that so the weights work with Hugging Face'
 K uses the KV head count. Qwen2/Qwen3 files are not permuted.
 
 Every tensor is dequantized to float32, which is exact for every GGUF block format (their values
-are small integers times float16 scales plus float16 offsets), so the converted copy does not
-depend on the dtype a run later asks for.
+are small integers times float16 scales plus float16 offsets; MXFP4's are E2M1 values times a
+power of two), so the converted copy does not depend on the dtype a run later asks for.
 """
 
 from __future__ import annotations
@@ -50,17 +56,45 @@ _BLOCK_NAMES = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+_EXPERTS = {
+    "ffn_gate_exps": ("gate_proj",),
+    "ffn_up_exps": ("up_proj",),
+    "ffn_down_exps": ("down_proj",),
+    "ffn_gate_up_exps": ("gate_proj", "up_proj"),
+}
+_UNSUFFIXED = frozenset({"self_attn.sinks"})
+"""Hugging Face parameters named without `.weight` (GGUF always adds it)."""
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _GLOBAL = re.compile(r"(\w+)\.(weight|bias)")
 
 
-def hf_name(gguf_name: str) -> str:
-    """The Hugging Face checkpoint name of a GGUF tensor; raises UnsupportedModelError if unknown."""
-    if (m := _BLOCK.fullmatch(gguf_name)) and m[2] in _BLOCK_NAMES:
-        return f"model.layers.{m[1]}.{_BLOCK_NAMES[m[2]]}.{m[3]}"
+def hf_name(gguf_name: str, info: ArchitectureInfo) -> str:
+    """The Hugging Face checkpoint name of a non-expert GGUF tensor; raises UnsupportedModelError if unknown."""
+    if m := _BLOCK.fullmatch(gguf_name):
+        if m[2] in info.block_names:
+            name = info.block_names[m[2]]
+            return f"model.layers.{m[1]}.{name}" if name in _UNSUFFIXED else f"model.layers.{m[1]}.{name}.{m[3]}"
+        if m[2] in _BLOCK_NAMES:
+            return f"model.layers.{m[1]}.{_BLOCK_NAMES[m[2]]}.{m[3]}"
     if (m := _GLOBAL.fullmatch(gguf_name)) and m[1] in _GLOBAL_NAMES:
         return f"{_GLOBAL_NAMES[m[1]]}.{m[2]}"
     raise UnsupportedModelError(f"GGUF tensor {gguf_name!r} has no Hugging Face equivalent this loader knows")
+
+
+def is_stacked_experts(gguf_name: str) -> bool:
+    return bool((m := _BLOCK.fullmatch(gguf_name)) and m[2] in _EXPERTS)
+
+
+def hf_tensors(gguf_name: str, tensor: torch.Tensor, info: ArchitectureInfo) -> Iterator[tuple[str, torch.Tensor]]:
+    """The Hugging Face tensors of one GGUF tensor: itself renamed, or one per expert (and part)."""
+    block = _BLOCK.fullmatch(gguf_name)
+    if block is None or block[2] not in _EXPERTS:
+        yield hf_name(gguf_name, info), tensor
+        return
+    parts = _EXPERTS[block[2]]
+    for expert, stacked in enumerate(tensor):
+        for part, piece in zip(parts, stacked.chunk(len(parts)), strict=True):
+            yield f"model.layers.{block[1]}.mlp.experts.{expert}.{part}.{block[3]}", piece
 
 
 def unpermute_qk(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -74,12 +108,14 @@ def unpermute_qk(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     return weight.reshape(n_heads, rows // n_heads // 2, 2, *weight.shape[1:]).transpose(1, 2).reshape(weight.shape)
 
 
-def tensor_specs(gf: GGUFFile) -> list[TensorSpec]:
+def tensor_specs(gf: GGUFFile, info: ArchitectureInfo) -> list[TensorSpec]:
     """Name, dtype (float32) and shape of every converted tensor, in file order, without reading data."""
-    return [
-        TensorSpec(hf_name(name), torch.float32, tuple(int(d) for d in reversed(t.shape)))
-        for name, t in gf.tensors.items()
-    ]
+    specs = []
+    for name, t in gf.tensors.items():
+        shape = torch.Size(int(d) for d in reversed(t.shape))
+        pieces = hf_tensors(name, torch.empty(shape, device="meta"), info)
+        specs += [TensorSpec(hf, torch.float32, tuple(piece.shape)) for hf, piece in pieces]
+    return specs
 
 
 def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
@@ -94,4 +130,5 @@ def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]
         block = _BLOCK.fullmatch(name)
         if info.permuted_qk and block and block[2] in heads:
             tensor = unpermute_qk(tensor, heads[block[2]])
-        yield hf_name(name), tensor
+        for hf, piece in hf_tensors(name, tensor, info):
+            yield hf, piece.contiguous()

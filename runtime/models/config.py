@@ -178,7 +178,8 @@ def _mla_config(raw: dict[str, Any]) -> MLAConfig | None:
 
 _UNSUPPORTED_QUANTIZATION = {
     "mxfp4": "MXFP4 checkpoints (gpt-oss's released weights) are not supported: no kernel family here "
-    "serves MXFP4 experts; load a bf16 copy of the weights (with --quantization int8/int4 if wanted)",
+    "serves MXFP4 experts; load a bf16 copy of the weights (with --quantization int8/int4 if wanted) "
+    "or a GGUF of them (its MXFP4 experts are dequantized at load)",
 }
 
 

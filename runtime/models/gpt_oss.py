@@ -6,7 +6,8 @@ The config says the rest (window, yarn, experts); the model declares the output 
 rewrites the checkpoint's stacked experts into the per-expert tensors the loader fills.
 transformers stores them `[E, H, 2I]` with gate and up interleaved (`gate_up_proj[..., ::2]` is
 the gate) and the down projection `[E, I, H]`, the transposes of our layout. MXFP4 checkpoints
-are refused when the config is read (`ModelConfig.from_dict`).
+are refused when the config is read (`ModelConfig.from_dict`); a GGUF's MXFP4 experts arrive
+dequantized, one tensor per expert (`runtime/loader/gguf_tensors.py`), and pass through unchanged.
 """
 
 from __future__ import annotations
