@@ -103,6 +103,18 @@ def gguf_name(hf: str) -> str:
     return f"blk.{layer}.{_HF_BLOCK[module]}.{kind}"
 
 
+def add_vocabulary(w: gguf.GGUFWriter, pre: str, add_bos: bool = False) -> None:
+    """The byte-level BPE vocabulary `TOKENS` with llama.cpp's tokenizer keys."""
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(TOKENS)
+    w.add_token_types([3] * len(SPECIALS) + [1] * (len(TOKENS) - len(SPECIALS)))
+    w.add_token_merges(MERGES)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(add_bos)
+
+
 def write_gguf(path: Path, shape: Shape, state: dict[str, torch.Tensor], chat_template: str | None = None) -> None:
     w = gguf.GGUFWriter(path, arch=shape.arch)
     w.add_block_count(shape.layers)
@@ -115,14 +127,7 @@ def write_gguf(path: Path, shape: Shape, state: dict[str, torch.Tensor], chat_te
     w.add_value_length(shape.head_dim)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(shape.pre)
-    w.add_token_list(TOKENS)
-    w.add_token_types([3] * len(SPECIALS) + [1] * (len(TOKENS) - len(SPECIALS)))
-    w.add_token_merges(MERGES)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(shape.add_bos)
+    add_vocabulary(w, shape.pre, shape.add_bos)
     if chat_template is not None:
         w.add_chat_template(chat_template)
     for name, tensor in state.items():

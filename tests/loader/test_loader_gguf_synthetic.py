@@ -83,9 +83,9 @@ def test_unknown_tensor_is_named(tmp_path: Path) -> None:
             )
     for t in reader.tensors:
         w.add_tensor(t.name, np.array(t.data))
-    w.add_tensor("blk.0.ffn_gate_exps.weight", np.zeros((2, 4), dtype=np.float32))
+    w.add_tensor("blk.0.ffn_gate_shexp.weight", np.zeros((2, 4), dtype=np.float32))
     w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
-    with pytest.raises(UnsupportedModelError, match=r"'blk\.0\.ffn_gate_exps\.weight'"):
+    with pytest.raises(UnsupportedModelError, match=r"'blk\.0\.ffn_gate_shexp\.weight'"):
         open_model_source(tmp_path / "x.gguf", "float32", cache_dir=tmp_path / "cache")
 
 
