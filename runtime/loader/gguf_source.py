@@ -9,7 +9,8 @@ path takes several seconds.
 
 The cache holds float32 whatever dtype the run asks for: that is exact for every GGUF block format
 and makes one cache entry serve every dtype (the price: 4 bytes a parameter on disk, 540 MB for
-the embedded 135M model). Casting happens when `ModelSource.weights()` yields.
+the embedded 135M model; MXFP4 tensors take 2, in bfloat16, as exactly: see gguf_tensors).
+Casting happens when `ModelSource.weights()` yields.
 """
 
 from __future__ import annotations

@@ -19,8 +19,10 @@ rotary kernel. `unpermute_qk` undoes that so the weights work with Hugging Face'
 K uses the KV head count. Qwen2/Qwen3 files are not permuted.
 
 Every tensor is dequantized to float32, which is exact for every GGUF block format (their values
-are small integers times float16 scales plus float16 offsets; MXFP4's are E2M1 values times a
-power of two), so the converted copy does not depend on the dtype a run later asks for.
+are small integers times float16 scales plus float16 offsets), so the converted copy does not
+depend on the dtype a run later asks for. MXFP4 tensors (gpt-oss's experts, most of its bytes)
+are stored as bfloat16 instead, at half the size and as exactly: their values are E2M1 numbers
+(two significant bits) times a power of two in float32's exponent range, all bfloat16 values.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import gguf
 import numpy as np
 import torch
 from gguf.quants import dequantize
@@ -62,6 +65,8 @@ _EXPERTS = {
     "ffn_down_exps": ("down_proj",),
     "ffn_gate_up_exps": ("gate_proj", "up_proj"),
 }
+_STORED_DTYPES = {gguf.GGMLQuantizationType.MXFP4: torch.bfloat16}
+"""GGUF types whose dequantized values are all exactly representable in a narrower dtype."""
 _UNSUFFIXED = frozenset({"self_attn.sinks"})
 """Hugging Face parameters named without `.weight` (GGUF always adds it)."""
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
@@ -109,17 +114,18 @@ def unpermute_qk(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def tensor_specs(gf: GGUFFile, info: ArchitectureInfo) -> list[TensorSpec]:
-    """Name, dtype (float32) and shape of every converted tensor, in file order, without reading data."""
+    """Name, stored dtype and shape of every converted tensor, in file order, without reading data."""
     specs = []
     for name, t in gf.tensors.items():
         shape = torch.Size(int(d) for d in reversed(t.shape))
+        dtype = _STORED_DTYPES.get(t.tensor_type, torch.float32)
         pieces = hf_tensors(name, torch.empty(shape, device="meta"), info)
-        specs += [TensorSpec(hf, torch.float32, tuple(piece.shape)) for hf, piece in pieces]
+        specs += [TensorSpec(hf, dtype, tuple(piece.shape)) for hf, piece in pieces]
     return specs
 
 
 def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield `(hf_name, float32 tensor)` for every tensor of `gf`, in file order, dequantized and un-permuted."""
+    """Yield `(hf_name, tensor)` for every tensor of `gf` as `tensor_specs` lists them, dequantized and un-permuted."""
     heads = {"attn_q": config["num_attention_heads"], "attn_k": config["num_key_value_heads"]}
     for name, t in gf.tensors.items():
         array = dequantize(t.data, t.tensor_type)
@@ -130,5 +136,6 @@ def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]
         block = _BLOCK.fullmatch(name)
         if info.permuted_qk and block and block[2] in heads:
             tensor = unpermute_qk(tensor, heads[block[2]])
+        dtype = _STORED_DTYPES.get(t.tensor_type, torch.float32)
         for hf, piece in hf_tensors(name, tensor, info):
-            yield hf, piece.contiguous()
+            yield hf, piece.to(dtype).contiguous()

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from gguf.quants import dequantize
+from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
 from sglang.ci.suites.model_harness import (
@@ -114,13 +115,19 @@ def test_weights_and_logits_match_the_hugging_face_folder(gpt_oss, tmp_path: Pat
 
 
 def test_fused_gate_up_experts_load_like_separate_ones(gpt_oss, tmp_path: Path) -> None:
-    """The converter's `--fuse-gate-up-exps` layout (`ffn_gate_up_exps`, gate rows first)."""
+    """The converter's `--fuse-gate-up-exps` layout (`ffn_gate_up_exps`, gate rows first); the
+    cache stores MXFP4-sourced experts as bfloat16 (exactly: the parity test compares them)."""
     hf_model, gguf_path, _ = gpt_oss
     write_gpt_oss_gguf(tmp_path / "fused.gguf", hf_model, fused=True)
-    separate = dict(open_model_source(gguf_path, "float32", cache_dir=tmp_path / "a").weights())
+    separate_source = open_model_source(gguf_path, "float32", cache_dir=tmp_path / "a")
+    separate = dict(separate_source.weights())
     fused = dict(open_model_source(tmp_path / "fused.gguf", "float32", cache_dir=tmp_path / "b").weights())
     assert fused.keys() == separate.keys()
     assert all(torch.equal(fused[name], tensor) for name, tensor in separate.items())
+    with safe_open(str(separate_source.folder / "model.safetensors"), framework="pt") as f:
+        stored = {name: f.get_slice(name).get_dtype() for name in separate}
+    assert stored["model.layers.0.mlp.experts.3.down_proj.weight"] == "BF16"
+    assert stored["model.layers.0.mlp.experts.3.down_proj.bias"] == stored["model.norm.weight"] == "F32"
 
 
 def test_o200k_pre_tokenizer(gpt_oss, tmp_path: Path) -> None:
