@@ -87,6 +87,7 @@ def hf_name(gguf_name: str, info: ArchitectureInfo) -> str:
 
 
 def is_stacked_experts(gguf_name: str) -> bool:
+    """Whether the tensor holds every expert of a layer (3-D weights, 2-D biases)."""
     return bool((m := _BLOCK.fullmatch(gguf_name)) and m[2] in _EXPERTS)
 
 

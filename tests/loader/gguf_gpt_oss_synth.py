@@ -72,7 +72,13 @@ def mxfp4_round_experts_(model: torch.nn.Module) -> None:
         experts.down_proj.copy_(_mxfp4_values(experts.down_proj.transpose(1, 2)).transpose(1, 2))
 
 
-def write_gpt_oss_gguf(path: Path, model: torch.nn.Module, pre: str = "gpt-4o", fused: bool = False) -> None:
+def write_gpt_oss_gguf(
+    path: Path,
+    model: torch.nn.Module,
+    pre: str = "gpt-4o",
+    fused: bool = False,
+    expert_type: gguf.GGMLQuantizationType = MXFP4,
+) -> None:
     config = model.config
     state = {name: tensor.detach().float() for name, tensor in model.state_dict().items()}
     rope = config.rope_parameters
@@ -113,7 +119,7 @@ def write_gpt_oss_gguf(path: Path, model: torch.nn.Module, pre: str = "gpt-4o", 
     for name, tensor in tensors.items():
         array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
         if name.endswith("_exps.weight"):
-            w.add_tensor(name, quantize(array, MXFP4), raw_dtype=MXFP4)
+            w.add_tensor(name, quantize(array, expert_type), raw_dtype=expert_type)
         else:
             w.add_tensor(name, array)
     w.write_header_to_file()

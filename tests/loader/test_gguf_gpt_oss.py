@@ -36,6 +36,7 @@ from sglang.ops.binding import restore, snapshot
 from sglang.runtime.loader import gguf_source, open_model_source
 from sglang.runtime.loader.gguf_config import ARCHITECTURES, window_layer_types
 from sglang.runtime.loader.gguf_file import GGUFFile
+from sglang.runtime.loader.gguf_quantized import quantized_tensors
 from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.models.gpt_oss import GptOssForCausalLM
 from sglang.runtime.server_args import ServerArgs
@@ -128,6 +129,17 @@ def test_fused_gate_up_experts_load_like_separate_ones(gpt_oss, tmp_path: Path) 
         stored = {name: f.get_slice(name).get_dtype() for name in separate}
     assert stored["model.layers.0.mlp.experts.3.down_proj.weight"] == "BF16"
     assert stored["model.layers.0.mlp.experts.3.down_proj.bias"] == stored["model.norm.weight"] == "F32"
+
+
+def test_kept_quantization_leaves_stacked_experts_dense(gpt_oss, tmp_path: Path) -> None:
+    """A GGUF's Q8_0 tensors are served as int8 by default, but only 2-D ones: Q8_0 experts
+    (3-D) are served from the dequantized copy like MXFP4 ones."""
+    hf_model, _, _ = gpt_oss
+    path = tmp_path / "q8-experts.gguf"
+    write_gpt_oss_gguf(path, hf_model, expert_type=gguf.GGMLQuantizationType.Q8_0)
+    assert quantized_tensors(path, tmp_path / "kept") == {}
+    weights = dict(open_model_source(path, "float32", cache_dir=tmp_path / "dense").weights())
+    assert weights["model.layers.2.mlp.experts.1.up_proj.weight"].shape == (32, 64)
 
 
 def test_o200k_pre_tokenizer(gpt_oss, tmp_path: Path) -> None:
