@@ -76,6 +76,6 @@ class SelfAttention(Module):
         layer_id = self.layer.layer_id
         sinks = {} if self.sinks is None else {"sinks": self.sinks}  # only backends that serve sinks take it
         out, ctx.kv_buffers[layer_id] = ctx.attn_backend.forward(
-            q, k, v, ctx.kv_buffers[layer_id], ctx.attn_metadata, self.layer, **sinks
+            q, k, v, ctx.kv_buffers[layer_id], ctx.metadata_for(self.layer.sliding_window is not None), self.layer, **sinks
         )
         return self.o_proj(out.flatten(-2))
