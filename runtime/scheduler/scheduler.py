@@ -297,7 +297,7 @@ class Scheduler:
             # Locked first: a cached prefix the request uses can no longer be evicted for it.
             self.cache.inc_lock_ref(match.last_node)
             need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
-            if need + reserve > self._available_tokens():
+            if need + reserve > self._available_tokens() or not self._window_room(need):
                 self.cache.dec_lock_ref(match.last_node)
                 self._release_lora_slot(req)
                 break
@@ -319,6 +319,16 @@ class Scheduler:
             reserve += self._promised_tokens(req)
             if share_prefills:
                 prefilling.append(req.cache_ids(len(req.fill_ids)))
+
+    def _window_room(self, need: int) -> bool:
+        """Whether a request with `need` tokens to prefill may join the running ones as far as
+        window slots go: its first chunk and its window must be free now (room cached prefixes
+        hold is not counted, nor can a lone request be refused: it evicts what it needs). Without
+        this check, a request admitted into a full window pool is retracted at once, over and over."""
+        if self.window_pool is None or not self.running:
+            return True
+        first_chunk = min(need, self.args.chunked_prefill_size)
+        return not self.window_pool.shortfall(first_chunk + self.window_pool.window + len(self.running))
 
     def _usable_match(self, ids: list[int]) -> MatchResult:
         """The cached prefix of `ids` a request can extend. With a window pool, only where the
