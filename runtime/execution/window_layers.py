@@ -63,14 +63,12 @@ class WindowLayout:
         )
 
 
-def window_pool_refusal(args: ServerArgs, backend: AttentionBackend, capturing: bool) -> str | None:
+def window_pool_refusal(args: ServerArgs, backend: AttentionBackend) -> str | None:
     """Why windowed layers keep every token under `args` and `backend`, or None when they need not."""
     if args.disable_hybrid_swa_memory:
         return "--disable-hybrid-swa-memory"
     if not backend.serves_window_slots:
         return f"the attention backend {type(backend).__name__} reads one slot list for every layer"
-    if capturing:
-        return "captured decode steps read one static slot table (--disable-cuda-graph serves the window pool)"
     if args.enable_hierarchical_cache:
         return "the hierarchical cache's tiers copy one slot space"
     if args.disaggregation_mode != "null":

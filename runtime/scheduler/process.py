@@ -94,7 +94,7 @@ def build_runner(args: ServerArgs, placement: RankPlacement | None = None) -> tu
     backend = attention_backend_for(loaded.model, loaded.platform, args.page_size)
     buckets = args.graph_buckets(loaded.platform.capabilities)
     layout = WindowLayout.of(loaded.model.config, backend)
-    refusal = None if layout is None else window_pool_refusal(args, backend, capturing=buckets is not None)
+    refusal = None if layout is None else window_pool_refusal(args, backend)
     window_layout = layout if refusal is None else None
     num_pages = group.agree_min(kv_pool_tokens(args, loaded, backend, window_layout) // args.page_size + 1)
     num_slots = PagedTokenAllocator(num_pages, args.page_size).num_slots

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from sglang.ci.suites.model_harness import TargetSpec, bound_ops
+from sglang.ops.buckets import BucketPolicy
 from sglang.ops.step import PADDING_SLOT, StepInputs
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.runtime.execution.model_runner import ModelRunner
@@ -84,12 +85,13 @@ def test_layout_sizes_and_saves() -> None:
     assert "MiB less" in layout.note(1000, 500, None)
 
 
-def _scheduler(model: torch.nn.Module, window_pool: WindowPool | None) -> Scheduler:
+def _scheduler(model: torch.nn.Module, window_pool: WindowPool | None, captured: bool = False) -> Scheduler:
     args = ServerArgs(
         model_path="tiny-gpt-oss", chunked_prefill_size=8, max_total_tokens=FULL_TOKENS, schedule_policy="fcfs"
     )
     allocator = PagedTokenAllocator(FULL_TOKENS + 1, 1)
-    runner = ModelRunner(model, CpuPlatform(), allocator.num_slots, window_pool=window_pool)
+    buckets = BucketPolicy((1, 2, 4)) if captured else None
+    runner = ModelRunner(model, CpuPlatform(), allocator.num_slots, graph_buckets=buckets, window_pool=window_pool)
     return Scheduler(runner, allocator, args, lambda ids: "", frozenset(), 128, None)
 
 
@@ -146,7 +148,10 @@ def _assert_window_invariants(scheduler: Scheduler) -> None:
         assert (pool.full_to_window[out_of_window] < 0).all()
 
 
-def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(captured: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """Against eager steps without a window pool; captured decode buckets read the window slot
+    lists from a second set of the backend's static buffers."""
     config = ModelConfig.from_dict(GPT_OSS)
     assert config.sliding_window_for(0) == WINDOW
     with bound_ops(TargetSpec("cpu")) as target, model_threads():
@@ -154,7 +159,7 @@ def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(caplog: pytest.LogCap
         model = _random_model(config)
         expected, _ = _serve(_scheduler(model, None))
         with caplog.at_level(logging.INFO, logger="sglang.runtime.execution.model_runner"):
-            scheduler = _scheduler(model, WindowPool(FULL_TOKENS + 1, WINDOW_TOKENS, WINDOW))
+            scheduler = _scheduler(model, WindowPool(FULL_TOKENS + 1, WINDOW_TOKENS, WINDOW), captured)
         _check_window_reads(scheduler.runner)
         assert scheduler.runner.attn_backend.serves_window_slots
         assert "keep only their window: 161 full slots x 1 global layers + 25 window slots" in caplog.text
@@ -164,6 +169,8 @@ def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(caplog: pytest.LogCap
     assert all(len(tokens) == 12 for tokens in actual.values())
     assert scheduler.stats["cached_tokens"] > 0  # the second wave extended cached prefixes
     assert most <= WINDOW_TOKENS
+    stats = scheduler.runner.step_stats
+    assert (stats.static_steps > 0) == captured and stats.static_fallbacks == 0
     assert scheduler.flush_cache()
     assert scheduler.window_pool.allocated_slots().numel() == 0
     assert scheduler.allocator.allocated_slots().numel() == 0
