@@ -73,8 +73,6 @@ def window_pool_refusal(args: ServerArgs, backend: AttentionBackend) -> str | No
         return "the hierarchical cache's tiers copy one slot space"
     if args.disaggregation_mode != "null":
         return "disaggregation transfers one slot space"
-    if args.speculative_algorithm is not None:
-        return "speculative decoding is not wired to the window pool yet"
     if args.tp_size > 1:
         return "tensor-parallel followers size their pools apart from the leader's"
     return None

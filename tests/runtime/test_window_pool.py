@@ -85,9 +85,15 @@ def test_layout_sizes_and_saves() -> None:
     assert "MiB less" in layout.note(1000, 500, None)
 
 
-def _scheduler(model: torch.nn.Module, window_pool: WindowPool | None, captured: bool = False) -> Scheduler:
+def _scheduler(
+    model: torch.nn.Module, window_pool: WindowPool | None, captured: bool = False, ngram: bool = False
+) -> Scheduler:
     args = ServerArgs(
-        model_path="tiny-gpt-oss", chunked_prefill_size=8, max_total_tokens=FULL_TOKENS, schedule_policy="fcfs"
+        model_path="tiny-gpt-oss",
+        chunked_prefill_size=8,
+        max_total_tokens=FULL_TOKENS,
+        schedule_policy="fcfs",
+        speculative_algorithm="NGRAM" if ngram else None,
     )
     allocator = PagedTokenAllocator(FULL_TOKENS + 1, 1)
     buckets = BucketPolicy((1, 2, 4)) if captured else None
@@ -148,10 +154,15 @@ def _assert_window_invariants(scheduler: Scheduler) -> None:
         assert (pool.full_to_window[out_of_window] < 0).all()
 
 
-@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
-def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(captured: bool, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("captured", "ngram"), [(False, False), (True, False), (True, True)], ids=["eager", "captured", "ngram"]
+)
+def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(
+    captured: bool, ngram: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     """Against eager steps without a window pool; captured decode buckets read the window slot
-    lists from a second set of the backend's static buffers."""
+    lists from a second set of the backend's static buffers; NGRAM verify steps (extends over
+    each request's window, rejected drafts freed with their window slots) run eagerly."""
     config = ModelConfig.from_dict(GPT_OSS)
     assert config.sliding_window_for(0) == WINDOW
     with bound_ops(TargetSpec("cpu")) as target, model_threads():
@@ -159,7 +170,7 @@ def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(captured: bool, caplo
         model = _random_model(config)
         expected, _ = _serve(_scheduler(model, None))
         with caplog.at_level(logging.INFO, logger="sglang.runtime.execution.model_runner"):
-            scheduler = _scheduler(model, WindowPool(FULL_TOKENS + 1, WINDOW_TOKENS, WINDOW), captured)
+            scheduler = _scheduler(model, WindowPool(FULL_TOKENS + 1, WINDOW_TOKENS, WINDOW), captured, ngram)
         _check_window_reads(scheduler.runner)
         assert scheduler.runner.attn_backend.serves_window_slots
         assert "keep only their window: 161 full slots x 1 global layers + 25 window slots" in caplog.text
@@ -171,6 +182,7 @@ def test_gpt_oss_serves_the_same_tokens_with_a_window_pool(captured: bool, caplo
     assert most <= WINDOW_TOKENS
     stats = scheduler.runner.step_stats
     assert (stats.static_steps > 0) == captured and stats.static_fallbacks == 0
+    assert (stats.verify_steps > 0) == ngram
     assert scheduler.flush_cache()
     assert scheduler.window_pool.allocated_slots().numel() == 0
     assert scheduler.allocator.allocated_slots().numel() == 0
