@@ -24,11 +24,11 @@ from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.distributed.leader import HEARTBEAT_S, LeaderRunner
 from sglang.runtime.distributed.placement import RankPlacement, join
 from sglang.runtime.execution.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
+from sglang.runtime.execution.window_layers import WindowLayout, window_pool_refusal
 from sglang.runtime.loader.model_loading import LoadedModel, load_model, select
 from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.paths import LoraRef
 from sglang.runtime.lora.startup import build_lora_manager
-from sglang.runtime.execution.window_layers import WindowLayout, window_pool_refusal
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.observability import request_stamps
