@@ -2,12 +2,13 @@
 
 Cheap by default: the pool's invariants (allocation all or nothing, freeing with the full slot,
 the slot list windowed layers read, which cached prefixes stay usable, adoption of a page the
-radix cache swapped), and one tiny random gpt-oss decoder (window 4: a windowed layer with sinks
-and a global one) served by the scheduler with and without a window pool of 24 window slots,
-through chunked prefill (chunks of 8), shared prefixes found in the radix cache, and decodes
-past the window: greedy tokens are identical, the window pool never holds more than the window
-of each running request plus what the cache keeps, and it is whole again once the cache is
-flushed. About 2 s."""
+radix cache swapped), the startup refusals and their reasons, and one tiny random gpt-oss decoder
+(window 4: a windowed layer with sinks and a global one) served by the scheduler with and without
+a window pool of 24 window slots, eagerly, captured and with NGRAM, through chunked prefill
+(chunks of 8), shared prefixes found in the radix cache, retractions and decodes past the window:
+greedy tokens are identical, no query reads the padding slot inside its window, the window pool
+never holds more than its 24 slots, and it is whole again once the cache is flushed. About 2.5 s
+(0.7-0.8 s per served variant, load 6)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ import pytest
 import torch
 
 from sglang.ci.suites.model_harness import TargetSpec, bound_ops
+from sglang.ops.attention import ReferenceAttention
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.step import PADDING_SLOT, StepInputs
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.runtime.execution.model_runner import ModelRunner
-from sglang.runtime.execution.window_layers import WindowLayout
+from sglang.runtime.execution.window_layers import WindowLayout, window_pool_refusal
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.models.config import ModelConfig
@@ -82,7 +84,30 @@ def test_layout_sizes_and_saves() -> None:
     assert layout.window_tokens(1000, 0.5, chunk=8) == 500
     assert layout.window_tokens(1000, 0.001, chunk=8) == 8 + 4 + 64  # one request always progresses
     assert layout.pool_bytes(1000, 500) == (2 * 1000 + 2 * 500) * 100
+    assert layout.bytes_per_full_token(0.5) == (2 + 2 * 0.5) * 100  # what sizes the pool from free memory
     assert "MiB less" in layout.note(1000, 500, None)
+
+
+class OneSlotList(ReferenceAttention):
+    serves_window_slots = False
+
+
+@pytest.mark.parametrize(
+    ("backend", "changes", "reason"),
+    [
+        (ReferenceAttention, {}, None),
+        (ReferenceAttention, {"disable_hybrid_swa_memory": True}, "--disable-hybrid-swa-memory"),
+        (OneSlotList, {}, "OneSlotList reads one slot list for every layer"),
+        (ReferenceAttention, {"enable_hierarchical_cache": True}, "hierarchical cache"),
+        (ReferenceAttention, {"disaggregation_mode": "decode"}, "disaggregation"),
+    ],
+)
+def test_refusal_says_why_windowed_layers_keep_every_token(
+    backend: type[ReferenceAttention], changes: dict[str, object], reason: str | None
+) -> None:
+    args = ServerArgs(model_path="tiny-gpt-oss", **changes)
+    found = window_pool_refusal(args, backend(4, 2, 16, torch.float32, torch.device("cpu")))
+    assert found == reason if reason is None else reason in found
 
 
 def _scheduler(
