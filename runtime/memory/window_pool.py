@@ -51,6 +51,22 @@ class WindowPool:
         """Window slots missing for `num_tokens` new tokens (0 when they fit)."""
         return max(num_tokens - self.allocator.available_tokens(), 0)
 
+    def has_room(self, first_chunk: int, running: int) -> bool:
+        """Whether a request's `first_chunk` tokens and its window fit beside `running` requests'
+        next tokens in the free window slots (cached prefixes' slots not counted)."""
+        return not self.shortfall(first_chunk + self.window + running)
+
+    def free_left_window(self, slots: torch.Tensor, num_cached: int, step_start: int) -> None:
+        """After a step of a running sequence (`slots`, its first `num_cached` the radix cache's,
+        `step_start` its length before the step), frees the window slots of its own tokens that
+        left its window: a later query at position `p >= len(slots)` sees positions above
+        `p - window`, so those below `len(slots) - window + 1` are out of every window to come.
+        The radix cache's tokens keep theirs (it frees them with their full slots)."""
+        end = slots.numel() - self.window + 1
+        start = max(num_cached, step_start - self.window + 1)
+        if end > start:
+            self.free(slots[start:end])
+
     def allocate(self, full_slots: torch.Tensor) -> bool:
         """Gives each of `full_slots` (just allocated, unmapped) a window slot; all or nothing."""
         window_slots = self.allocator.alloc_extend(None, full_slots.numel())

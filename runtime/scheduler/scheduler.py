@@ -322,13 +322,12 @@ class Scheduler:
 
     def _window_room(self, need: int) -> bool:
         """Whether a request with `need` tokens to prefill may join the running ones as far as
-        window slots go: its first chunk and its window must be free now (room cached prefixes
-        hold is not counted, nor can a lone request be refused: it evicts what it needs). Without
-        this check, a request admitted into a full window pool is retracted at once, over and over."""
+        window slots go (a lone request always may: it evicts what it needs). Without this, a
+        request admitted into a full window pool is retracted at once, over and over."""
         if self.window_pool is None or not self.running:
             return True
         first_chunk = min(need, self.args.chunked_prefill_size)
-        return not self.window_pool.shortfall(first_chunk + self.window_pool.window + len(self.running))
+        return self.window_pool.has_room(first_chunk, len(self.running))
 
     def _usable_match(self, ids: list[int]) -> MatchResult:
         """The cached prefix of `ids` a request can extend. With a window pool, only where the
@@ -387,19 +386,6 @@ class Scheduler:
             self.cache.evict(short, self.free_slots)
         return pool.allocate(slots)
 
-    def _free_window_tails(self, entries: list[BatchEntry]) -> None:
-        """Frees the window slots of running requests' own tokens that left their window in this
-        step: a later query at position `p >= kv_len` sees positions above `p - window`, so
-        positions below `kv_len - window + 1` are out of every window to come. Cached prefix
-        tokens are the radix cache's: it frees theirs with their full slots."""
-        window = self.window_pool.window
-        for e in entries:
-            req = e.req
-            end = req.kv_len - window + 1
-            start = max(req.num_cached, e.start - window + 1)
-            if end > start:
-                self.window_pool.free(req.slots[start:end])
-
     def _retract_one(self) -> None:
         victim = max(self.running, key=lambda r: r.arrival_time)
         logger.info("KV cache full: retracting request %s to resume later", victim.rid)
@@ -453,8 +439,9 @@ class Scheduler:
                 e.req.abort(f"internal error: {type(exc).__name__}: {exc}", status_code=INTERNAL_ERROR_STATUS)
                 self.running.remove(e.req)
                 self._finish(e.req)
-        if self.window_pool is not None:
-            self._free_window_tails(entries)
+        if self.window_pool is not None:  # tokens that left their request's window in this step
+            for e in entries:
+                self.window_pool.free_left_window(e.req.slots, e.req.num_cached, e.start)
 
     def _advance(
         self, e: BatchEntry, lp_rows: list[int], logits: torch.Tensor, sampled: SampleResult | None, index: int | None

@@ -55,6 +55,18 @@ def test_allocation_maps_full_slots_and_frees_with_them() -> None:
     assert pool.allocated_slots().numel() == 0 and (pool.full_to_window == -1).all()
 
 
+def test_tokens_leave_the_window_as_the_sequence_grows() -> None:
+    pool = WindowPool(num_full_slots=32, num_window_tokens=16, window=3)
+    slots = torch.arange(10, 20)
+    assert pool.allocate(slots)
+    pool.free_left_window(slots, num_cached=2, step_start=5)  # 10 tokens after a 5-token step
+    held = (pool.full_to_window[slots] >= 0).tolist()
+    # the cache's first two and the last window - 1 stay (a query at position 10 sees 8 and 9);
+    # position 2 left the window in an earlier step (when the sequence was 5 long), freed then
+    assert held == [True, True, True, False, False, False, False, False, True, True]
+    assert not pool.has_room(first_chunk=8, running=1) and pool.has_room(first_chunk=7, running=1)
+
+
 def test_usable_prefix_needs_the_window_before_its_end() -> None:
     pool = WindowPool(num_full_slots=32, num_window_tokens=16, window=2)
     slots = torch.arange(10, 20)
