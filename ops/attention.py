@@ -7,7 +7,9 @@ Queries, keys and values of the new tokens are packed sequence after sequence (`
 prompt is `extend_lens == seq_lens`; any mix of the two is a valid batch.
 
 `kv_slots` lists, sequence after sequence, the cache slot of every token of that sequence, its
-new tokens included, so the backend both knows where to read and where to write.
+new tokens included, so the backend both knows where to read and where to write. Where the
+runtime keeps windowed layers' K/V in a pool of their own (the window pool), `window_slots` is the
+same list in that pool's slots, and windowed layers get inputs built from it (`for_window`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ class AttentionInputs:
     seq_lens: tuple[int, ...]
     extend_lens: tuple[int, ...]
     kv_slots: torch.Tensor
+    window_slots: torch.Tensor | None = None
+    """Entry for entry the window pool's slot of each `kv_slots` token, or None without a window
+    pool. Tokens outside every window of the step (they hold no window slot) read the padding
+    slot: only backends that declare `serves_window_slots` (their windowed layers never weigh a
+    key outside the window) are handed such lists."""
 
     def __post_init__(self) -> None:
         if len(self.seq_lens) != len(self.extend_lens):
@@ -52,6 +59,14 @@ class AttentionInputs:
             raise ValueError("every extend length must lie in [0, seq_len]")
         if self.kv_slots.numel() != sum(self.seq_lens):
             raise ValueError(f"kv_slots has {self.kv_slots.numel()} entries, expected {sum(self.seq_lens)}")
+        if self.window_slots is not None and self.window_slots.shape != self.kv_slots.shape:
+            raise ValueError("window_slots and kv_slots differ in length")
+
+    def for_window(self) -> AttentionInputs:
+        """The windowed layers' inputs: the same batch over the window pool's slots."""
+        if self.window_slots is None:
+            raise ValueError("these inputs have no window slots")
+        return AttentionInputs(self.seq_lens, self.extend_lens, self.window_slots)
 
     @property
     def prefix_lens(self) -> tuple[int, ...]:
@@ -143,6 +158,14 @@ class AttentionBackend(ABC):
     predecessor's plus its own new slot) and see each other as an extend's causal rows would:
     the captured step runner serves speculative verify steps with its decode buckets that way."""
 
+    serves_window_slots: bool = False
+    """Whether windowed layers may keep only their window, in a pool of their own: `forward` is
+    then handed metadata planned from `AttentionInputs.for_window` for windowed layers, a
+    token-level slot list whose entries outside the window point at the padding slot. A backend
+    declares it where it reads such lists as any other and masks keys outside the window before
+    weighing them (never reading them as pages, never multiplying a masked key's value by a
+    zero weight it could turn into NaN). Without it every layer keeps every token."""
+
     def __init__(
         self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device
     ) -> None:
@@ -221,6 +244,8 @@ def visible_mask(q_positions: torch.Tensor, kv_len: int, sliding_window: int | N
 
 class ReferenceAttention(AttentionBackend):
     """Eager float32 softmax attention, one sequence at a time: the correctness oracle."""
+
+    serves_window_slots = True
 
     def forward(self, q, k, v, kv_buffer, metadata, layer, sinks=None):
         kv_buffer = kv_store.store_kv(kv_buffer, metadata.new_slots, k, v)

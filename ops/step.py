@@ -71,6 +71,13 @@ class ForwardContext:
     kv_buffers: list[torch.Tensor]
     lora_slots: torch.Tensor | None = None
     """`StepInputs.lora_slots` on the device (a static buffer in a captured step)."""
+    window_metadata: AttentionMetadata | None = None
+    """Metadata planned from the step's window slots (`AttentionInputs.for_window`), which
+    windowed layers read instead of `attn_metadata`; None without a window pool."""
+
+    def metadata_for(self, windowed: bool) -> AttentionMetadata:
+        """The metadata a layer reads: the window pool's for a windowed layer where there is one."""
+        return self.window_metadata if windowed and self.window_metadata is not None else self.attn_metadata
 
 
 class StepError(RuntimeError):

@@ -81,6 +81,14 @@ class ServerArgs:
     mem_fraction_static: float = _opt(0.2, "Fraction of free device memory given to the KV cache.")
     chunked_prefill_size: int = _opt(2048, "Most prompt tokens prefilled in one step; longer prompts are chunked.")
     page_size: int = _opt(1, "Tokens per KV cache page.")
+    swa_full_tokens_ratio: float = _opt(
+        0.8,
+        "Windowed (sliding-window) layers' KV slots as a share of the full layers' slots, where windowed layers "
+        "keep only their window.",
+    )
+    disable_hybrid_swa_memory: bool = _opt(
+        False, "Windowed layers keep every token, as full layers do (no separate window pool)."
+    )
     schedule_policy: str = _opt(
         "lpm", "Admission order: lpm (longest cached prefix first) or fcfs.", choices=("lpm", "fcfs")
     )
@@ -298,6 +306,8 @@ class ServerArgs:
             )
         if self.lora_eviction_policy not in ("lru", "fifo"):
             raise ValueError(f"lora_eviction_policy must be lru or fifo, got {self.lora_eviction_policy!r}")
+        if not 0 < self.swa_full_tokens_ratio <= 1:
+            raise ValueError(f"swa_full_tokens_ratio must lie in (0, 1], got {self.swa_full_tokens_ratio}")
         self._check_hicache()
         self._check_disaggregation()
         if self.nnodes > 1 and not self.dist_init_addr:

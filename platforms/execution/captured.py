@@ -26,11 +26,12 @@ eagerly and is counted in `stats.static_fallbacks`, so no schedule can overflow 
 
 from __future__ import annotations
 
+import copy
 import logging
 
 import torch
 
-from sglang.ops.attention import AttentionInputs, CaptureLimits
+from sglang.ops.attention import AttentionBackend, AttentionInputs, CaptureLimits
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.step import PADDING_SLOT, ForwardContext, StepInputs, StepOutput
 from sglang.platforms.device_runtime import BucketStep, DeviceRuntime
@@ -47,6 +48,7 @@ def pad_decode(inputs: AttentionInputs, bucket: int) -> AttentionInputs:
         seq_lens=(*inputs.seq_lens, *(1,) * pad),
         extend_lens=(*inputs.extend_lens, *(1,) * pad),
         kv_slots=torch.cat([inputs.kv_slots, scratch]),
+        window_slots=None if inputs.window_slots is None else torch.cat([inputs.window_slots, scratch]),
     )
 
 
@@ -55,6 +57,8 @@ def unroll_verify(step: StepInputs) -> AttentionInputs | None:
     prefixes of its slots; None when a row is no verify entry (a prefill chunk: its extend is
     longer than the step's drafts account for) or extends nothing."""
     inputs = step.attention
+    if inputs.window_slots is not None:  # unrolled rows would need unrolled window lists too
+        return None
     if min(inputs.extend_lens) < 1 or sum(e - 1 for e in inputs.extend_lens) != step.draft_tokens:
         return None
     seq_lens: list[int] = []
@@ -85,6 +89,11 @@ class CapturedStepRunner:
         self.input_ids = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
         self.positions = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
         self.lora_slots = torch.zeros(policy.largest, dtype=torch.long, device=eager.device)
+        self.window_backend: AttentionBackend | None = None
+        """Steps with window slots (`AttentionInputs.window_slots`): a copy of the backend whose
+        own static buffers (its attributes, set by `init_capture`) hold the window pool's slot
+        lists, made at the first such step. Metadata alone comes from it; the backend runs every
+        layer."""
         self._replays: dict[tuple[int, bool], BucketStep] = {}
         """Per (bucket, with LoRA): a step captured with LoRA reads `lora_slots`; padded rows
         use slot 0 (no adapter). A step whose rows are all the base model's replays the one
@@ -105,6 +114,10 @@ class CapturedStepRunner:
             self.stats.static_fallbacks += 1
             return self.eager.run(step, kv_buffers)
         self.stats.static_steps += 1
+        if padded.window_slots is not None and self.window_backend is None:
+            self.window_backend = copy.copy(self.eager.backend)
+            # Accepted: the backend itself accepted the same limits.
+            self.window_backend.init_capture(self.limits)
         rows = len(inputs.seq_lens)
         device = self.eager.device
         self.input_ids[:rows].copy_(step.input_ids.to(device))
@@ -120,21 +133,26 @@ class CapturedStepRunner:
         if replay is None:
             replay = self._capture(bucket, padded, kv_buffers, with_lora)
         self.eager.backend.replay_metadata(bucket, padded)
+        if self.window_backend is not None:
+            self.window_backend.replay_metadata(bucket, padded.for_window())
         logits, kv_buffers = replay(kv_buffers)
         return logits[step.logit_rows.to(logits.device)], kv_buffers
 
     def _capture(
         self, bucket: int, padded: AttentionInputs, kv_buffers: list[torch.Tensor], with_lora: bool
     ) -> BucketStep:
-        backend, model = self.eager.backend, self.eager.model
+        backend, model, window = self.eager.backend, self.eager.model, self.window_backend
         metadata = backend.capture_metadata(bucket)
+        window_metadata = window.capture_metadata(bucket) if window is not None else None
         # Capturing may run the step (CUDA graphs warm up eagerly): give it this batch's real inputs.
         backend.replay_metadata(bucket, padded)
+        if window is not None:
+            window.replay_metadata(bucket, padded.for_window())
         ids, positions = self.input_ids[:bucket], self.positions[:bucket]
         lora_slots = self.lora_slots[:bucket] if with_lora else None
 
         def step(buffers: list[torch.Tensor]) -> StepOutput:
-            ctx = ForwardContext(backend, metadata, list(buffers), lora_slots)
+            ctx = ForwardContext(backend, metadata, list(buffers), lora_slots, window_metadata)
             return model.compute_logits(model(ids, positions, ctx)), ctx.kv_buffers
 
         replay = self.runtime.capture_step(step, kv_buffers)

@@ -26,6 +26,9 @@ class EagerStepRunner:
         self.stats.eager_steps += 1
         adapter_slots = step.adapter_slots
         lora_slots = adapter_slots.to(self.device) if adapter_slots is not None else None
-        ctx = ForwardContext(self.backend, self.backend.plan(step.attention), list(kv_buffers), lora_slots)
+        inputs = step.attention
+        ctx = ForwardContext(self.backend, self.backend.plan(inputs), list(kv_buffers), lora_slots)
+        if inputs.window_slots is not None:
+            ctx.window_metadata = self.backend.plan(inputs.for_window())
         hidden = self.model(step.input_ids.to(self.device), step.positions.to(self.device), ctx)
         return self.model.compute_logits(hidden[step.logit_rows.to(self.device)]), ctx.kv_buffers

@@ -69,6 +69,7 @@ class LeaderRunner:
         self.model = runner.model
         self.platform = runner.platform
         self.num_slots = runner.num_slots
+        self.window_pool = runner.window_pool
         self.step_stats = runner.step_stats
 
     def _send(self, command: Command) -> None:

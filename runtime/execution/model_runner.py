@@ -15,11 +15,12 @@ import torch
 from sglang import ops
 from sglang.ops.attention import AttentionBackend, CaptureLimits
 from sglang.ops.buckets import BucketPolicy
-from sglang.ops.step import StepInputs, StepStats
+from sglang.ops.step import PADDING_SLOT, StepInputs, StepStats
 from sglang.platforms.base import Platform
 from sglang.runtime.distributed.group import tp_group
+from sglang.runtime.execution.window_layers import WindowLayout
 from sglang.runtime.layers.attention import SelfAttention
-from sglang.runtime.models.config import ModelConfig
+from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 logger = logging.getLogger(__name__)
@@ -38,20 +39,6 @@ def kv_bytes_per_token(model: DecoderForCausalLM, backend: AttentionBackend) -> 
     return model.config.num_layers * backend.kv_bytes_per_token()
 
 
-def windowed_layers_note(config: ModelConfig) -> str | None:
-    """The startup line saying what windowed layers keep in the KV cache, or None where no layer
-    has a sliding window. Every layer's buffer holds one slot per token of the pool (one slot
-    list serves every layer), so a windowed layer keeps every token too."""
-    windowed = [i for i in range(config.num_layers) if config.sliding_window_for(i) is not None]
-    if not windowed:
-        return None
-    return (
-        f"KV cache: {len(windowed)} of {config.num_layers} layers are windowed (window {config.sliding_window}) "
-        "but keep every token: one slot list serves every layer, so their slots are freed with the request's, "
-        "not as tokens leave the window (no separate window pool yet)"
-    )
-
-
 class ModelRunner:
     def __init__(
         self,
@@ -60,14 +47,19 @@ class ModelRunner:
         num_slots: int,
         backend: AttentionBackend | None = None,
         graph_buckets: BucketPolicy | None = None,
+        window_pool: WindowPool | None = None,
+        window_refusal: str | None = None,
     ) -> None:
         """`graph_buckets`: decode batches up to its largest bucket run as static (captured or
-        jitted) steps where the platform declares a way; None runs them eagerly."""
+        jitted) steps where the platform declares a way; None runs them eagerly. `window_pool`:
+        windowed layers' buffers hold its slots (steps then carry window slots); without it,
+        `window_refusal` says why in the log."""
         config = model.config
         self.model = model
         self.platform = platform
         self.device = platform.device()
         self.num_slots = num_slots
+        self.window_pool = window_pool
         self.attn_backend = backend or attention_backend_for(model, platform)
         limits = None
         if graph_buckets is not None:
@@ -76,17 +68,36 @@ class ModelRunner:
         self.step_runner = platform.step_runner(
             model, self.attn_backend, graph_buckets, limits, tensor_parallel=tp_group().size > 1
         )
-        shape = self.attn_backend.kv_buffer_shape(num_slots)
-        self.kv_buffers = self.step_runner.allocate_kv(shape, model.dtype, config.num_layers)
-        logger.info(
-            "KV cache: %d slots x %d layers, %.1f MiB",
-            num_slots,
-            config.num_layers,
-            num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
-        )
-        note = windowed_layers_note(config)
-        if note is not None:
-            logger.info(note)
+        self.kv_buffers = self._allocate_kv()
+        layout = WindowLayout.of(config, self.attn_backend)
+        if layout is None:
+            logger.info(
+                "KV cache: %d slots x %d layers, %.1f MiB",
+                num_slots,
+                config.num_layers,
+                num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
+            )
+        else:
+            window_slots = window_pool.num_slots if window_pool is not None else None
+            reason = window_refusal or "the model runner was given no window pool"
+            logger.info(layout.note(num_slots, window_slots, reason))
+
+    def _allocate_kv(self) -> list[torch.Tensor]:
+        """One buffer per layer: the full pool's, or the window pool's for windowed layers (its
+        padding slot zeroed: out-of-window entries of window slot lists read it, masked out)."""
+        backend, config, dtype = self.attn_backend, self.model.config, self.model.dtype
+        full_shape = backend.kv_buffer_shape(self.num_slots)
+        if self.window_pool is None:
+            return self.step_runner.allocate_kv(full_shape, dtype, config.num_layers)
+        windowed = [config.sliding_window_for(i) is not None for i in range(config.num_layers)]
+        window_shape = backend.kv_buffer_shape(self.window_pool.num_slots)
+        window = self.step_runner.allocate_kv(window_shape, dtype, sum(windowed))
+        slot_axis = next(a for a, (x, y) in enumerate(zip(window_shape, backend.kv_buffer_shape(1))) if x != y)
+        for buffer in window:
+            buffer.select(slot_axis, PADDING_SLOT).zero_()
+        full = iter(self.step_runner.allocate_kv(full_shape, dtype, len(windowed) - sum(windowed)))
+        window_iter = iter(window)
+        return [next(window_iter) if w else next(full) for w in windowed]
 
     @property
     def step_stats(self) -> StepStats:
@@ -102,6 +113,8 @@ class ModelRunner:
 
     def kv_copy_unsupported(self) -> str | None:
         """Why `copy_kv` cannot run here (a KV layout other than the default, no rotary table), or None."""
+        if self.window_pool is not None:
+            return "windowed layers keep their K/V in a window pool of their own"
         config = self.model.config
         default = (2, self.num_slots, self.model.attention_heads[1], config.head_dim)
         shape = tuple(self.attn_backend.kv_buffer_shape(self.num_slots))

@@ -75,7 +75,8 @@ class SelfAttention(Module):
         q, k = ops.apply_rotary(positions, q, k, cos_sin)
         layer_id = self.layer.layer_id
         sinks = {} if self.sinks is None else {"sinks": self.sinks}  # only backends that serve sinks take it
+        metadata = ctx.metadata_for(windowed=self.layer.sliding_window is not None)
         out, ctx.kv_buffers[layer_id] = ctx.attn_backend.forward(
-            q, k, v, ctx.kv_buffers[layer_id], ctx.attn_metadata, self.layer, **sinks
+            q, k, v, ctx.kv_buffers[layer_id], metadata, self.layer, **sinks
         )
         return self.o_proj(out.flatten(-2))

@@ -13,6 +13,7 @@ import torch
 
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.step import StepInputs
+from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.scheduler.req import Req
 
 
@@ -74,10 +75,12 @@ RowMap = list[tuple[list[int], int | None]]
 into the logits the runner returns. A verify entry's draft rows follow its sample row."""
 
 
-def build_step(entries: list[BatchEntry], with_lora: bool = False) -> tuple[StepInputs, RowMap]:
+def build_step(
+    entries: list[BatchEntry], with_lora: bool = False, window_pool: WindowPool | None = None
+) -> tuple[StepInputs, RowMap]:
     """The packed inputs, and per entry (indices of its input-logprob rows, index of its sample
     row or None) into the logits the runner returns. `with_lora`: each entry's rows carry its
-    request's LoRA slot (one segment per entry)."""
+    request's LoRA slot (one segment per entry). `window_pool`: the step carries window slots."""
     ids, positions, logit_rows = [], [], []
     row_map: RowMap = []
     token_offset = 0
@@ -95,10 +98,12 @@ def build_step(entries: list[BatchEntry], with_lora: bool = False) -> tuple[Step
             logit_rows.extend(range(last - len(e.draft), last + 1))
         row_map.append((lp_rows, sample_row))
         token_offset += e.extend
+    kv_slots = torch.cat([e.req.slots for e in entries])
     attention = AttentionInputs(
         seq_lens=tuple(e.req.kv_len for e in entries),
         extend_lens=tuple(e.extend for e in entries),
-        kv_slots=torch.cat([e.req.slots for e in entries]),
+        kv_slots=kv_slots,
+        window_slots=window_pool.window_slots(kv_slots) if window_pool is not None else None,
     )
     step = StepInputs(
         input_ids=torch.tensor(ids, dtype=torch.long),

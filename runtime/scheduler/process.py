@@ -24,11 +24,13 @@ from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.distributed.leader import HEARTBEAT_S, LeaderRunner
 from sglang.runtime.distributed.placement import RankPlacement, join
 from sglang.runtime.execution.model_runner import ModelRunner, attention_backend_for, kv_bytes_per_token
+from sglang.runtime.execution.window_layers import WindowLayout, window_pool_refusal
 from sglang.runtime.loader.model_loading import LoadedModel, load_model, select
 from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.paths import LoraRef
 from sglang.runtime.lora.startup import build_lora_manager
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
+from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.stage_spans import report_scheduler_stages
 from sglang.runtime.observability.tracing import StageTracer
@@ -68,26 +70,41 @@ from sglang.runtime.speculative.speculator import build_speculator
 logger = logging.getLogger(__name__)
 
 
-def kv_pool_tokens(args: ServerArgs, loaded: LoadedModel, backend: AttentionBackend) -> int:
+def kv_pool_tokens(
+    args: ServerArgs, loaded: LoadedModel, backend: AttentionBackend, layout: WindowLayout | None = None
+) -> int:
     """`--max-total-tokens`, else the share of the device's free memory (the platform's runtime:
-    GPU memory on a GPU) that the backend's KV layout fits."""
+    GPU memory on a GPU) that the backend's KV layout fits; with a window pool (`layout`), each
+    full token also brings `--swa-full-tokens-ratio` window tokens to its windowed layers."""
     if args.max_total_tokens is not None:
         return args.max_total_tokens
     free = loaded.platform.runtime.memory_info().free_bytes
+    if layout is not None:
+        return int(free * args.mem_fraction_static / layout.bytes_per_full_token(args.swa_full_tokens_ratio))
     return int(free * args.mem_fraction_static) // kv_bytes_per_token(loaded.model, backend)
 
 
 def build_runner(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[LoadedModel, ModelRunner]:
     """Joins the rank group (with a placement), loads this rank's shard and builds its runner. The
-    KV pool has the same number of pages on every rank: the smallest any rank's memory allows."""
+    KV pool has the same number of pages on every rank: the smallest any rank's memory allows.
+    Windowed layers get a window pool where `window_pool_refusal` finds nothing against it."""
     platform = select(args)
     group = join(platform, placement)
     loaded = load_model(args, platform)
     backend = attention_backend_for(loaded.model, loaded.platform, args.page_size)
-    num_pages = group.agree_min(kv_pool_tokens(args, loaded, backend) // args.page_size + 1)
-    num_slots = PagedTokenAllocator(num_pages, args.page_size).num_slots
     buckets = args.graph_buckets(loaded.platform.capabilities)
-    return loaded, ModelRunner(loaded.model, loaded.platform, num_slots, backend, buckets)
+    layout = WindowLayout.of(loaded.model.config, backend)
+    refusal = None if layout is None else window_pool_refusal(args, backend)
+    window_layout = layout if refusal is None else None
+    num_pages = group.agree_min(kv_pool_tokens(args, loaded, backend, window_layout) // args.page_size + 1)
+    num_slots = PagedTokenAllocator(num_pages, args.page_size).num_slots
+    window_pool = None
+    if window_layout is not None:
+        full_tokens = (num_pages - 1) * args.page_size
+        window_tokens = window_layout.window_tokens(full_tokens, args.swa_full_tokens_ratio, args.chunked_prefill_size)
+        window_pool = WindowPool(num_slots, window_tokens, window_layout.window)
+    runner = ModelRunner(loaded.model, loaded.platform, num_slots, backend, buckets, window_pool, refusal)
+    return loaded, runner
 
 
 def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[Scheduler, ReadyInfo]:

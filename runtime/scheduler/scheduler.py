@@ -73,6 +73,8 @@ class Scheduler:
         needs nothing else; a draft model is built by the caller)."""
         self.runner = runner
         self.allocator = allocator
+        self.window_pool = runner.window_pool
+        """Windowed layers' slots, where they keep only their window (`runtime/memory/window_pool.py`)."""
         self.cache = RadixCache(
             page_size=allocator.page_size, disable=args.disable_radix_cache, eviction=args.radix_eviction_policy
         )
@@ -163,9 +165,14 @@ class Scheduler:
             return True
         self.cache.reset()
         self.allocator.clear()
+        if self.window_pool is not None:
+            self.window_pool.clear()
         return True
 
     def free_slots(self, slots: torch.Tensor) -> None:
+        """Frees full slots, and their window slots with them."""
+        if self.window_pool is not None:
+            self.window_pool.free(slots)
         self.allocator.free(slots)
 
     # -- one step ----------------------------------------------------------------------------
@@ -181,7 +188,7 @@ class Scheduler:
         times = None if writer is None else request_stamps.StepTimes(writer)
         if entries:
             try:
-                step, row_map = build_step(entries, with_lora=self.lora is not None)
+                step, row_map = build_step(entries, self.lora is not None, self.window_pool)
                 started = time.monotonic_ns()
                 if times is not None:
                     times.forward_started = started
@@ -265,7 +272,7 @@ class Scheduler:
             limit = len(req.fill_ids) - 1
             if req.wants_input_logprobs():
                 limit = min(limit, max(req.logprobs.logprob_start_len - 1, 0))
-            match = self.cache.match_prefix(req.cache_ids(limit))
+            match = self._usable_match(req.cache_ids(limit))
             if len(req.fill_ids) + self.allocator.page_size > self.capacity:
                 self.waiting.remove(req)
                 req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
@@ -290,7 +297,7 @@ class Scheduler:
             # Locked first: a cached prefix the request uses can no longer be evicted for it.
             self.cache.inc_lock_ref(match.last_node)
             need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
-            if need + reserve > self._available_tokens():
+            if need + reserve > self._available_tokens() or not self._window_room(need):
                 self.cache.dec_lock_ref(match.last_node)
                 self._release_lora_slot(req)
                 break
@@ -312,6 +319,26 @@ class Scheduler:
             reserve += self._promised_tokens(req)
             if share_prefills:
                 prefilling.append(req.cache_ids(len(req.fill_ids)))
+
+    def _window_room(self, need: int) -> bool:
+        """Whether a request with `need` tokens to prefill may join the running ones as far as
+        window slots go (a lone request always may: it evicts what it needs). Without this, a
+        request admitted into a full window pool is retracted at once, over and over."""
+        if self.window_pool is None or not self.running:
+            return True
+        first_chunk = min(need, self.args.chunked_prefill_size)
+        return self.window_pool.has_room(first_chunk, len(self.running))
+
+    def _usable_match(self, ids: list[int]) -> MatchResult:
+        """The cached prefix of `ids` a request can extend. With a window pool, only where the
+        prefix's last `window` tokens still hold window slots: the radix cache keeps a node's
+        full slots, and its window slots only as long as no request freed them (the simplest
+        correct rule; a prefix cut short this way is recomputed, never read wrong)."""
+        match = self.cache.match_prefix(ids)
+        if self.window_pool is None:
+            return match
+        usable = self.window_pool.usable_prefix(match.slots, self.allocator.page_size)
+        return match if usable == match.num_cached else self.cache.match_prefix(ids[:usable])
 
     def _plan(self) -> list[BatchEntry]:
         """Chooses each running request's work for this step and allocates its KV slots."""
@@ -344,9 +371,20 @@ class Scheduler:
         slots = self.allocator.alloc_extend_batch(last, counts)
         if slots is None:
             return False
+        if self.window_pool is not None and not self._allocate_window(slots):
+            self.allocator.free(slots)
+            return False
         for e, new in zip(entries, slots.split(counts)):
             e.req.slots = torch.cat([e.req.slots, new])
         return True
+
+    def _allocate_window(self, slots: torch.Tensor) -> bool:
+        """Window slots for the step's new full slots, evicting cached prefixes for room: their
+        window slots go with them (some hold none, so eviction goes on while it is short)."""
+        pool = self.window_pool
+        while (short := pool.shortfall(slots.numel())) and self.cache.evictable_size():
+            self.cache.evict(short, self.free_slots)
+        return pool.allocate(slots)
 
     def _retract_one(self) -> None:
         victim = max(self.running, key=lambda r: r.arrival_time)
@@ -401,6 +439,9 @@ class Scheduler:
                 e.req.abort(f"internal error: {type(exc).__name__}: {exc}", status_code=INTERNAL_ERROR_STATUS)
                 self.running.remove(e.req)
                 self._finish(e.req)
+        if self.window_pool is not None:  # tokens that left their request's window in this step
+            for e in entries:
+                self.window_pool.free_left_window(e.req.slots, e.req.num_cached, e.start)
 
     def _advance(
         self, e: BatchEntry, lp_rows: list[int], logits: torch.Tensor, sampled: SampleResult | None, index: int | None
@@ -463,13 +504,28 @@ class Scheduler:
             # Prefill is complete (its last chunk may be a single token): share its pages
             # with requests arriving meanwhile.
             computed = req.cache_ids(req.kv_len)
-            req.match, req.slots = self.cache.cache_unfinished(
-                computed, req.slots, req.match, self.free_slots, req.priority
-            )
+            self._cache_unfinished(req, computed)
             if self.hicache is not None:
                 self.hicache.on_cached(computed)
         if req.stream and e.samples:
             self.finished_updates.append(self._update(req))
+
+    def _cache_unfinished(self, req: Req, computed: list[int]) -> None:
+        """Shares `req`'s computed pages. Where the tree already held a page, the request reads
+        the tree's slots from now on; with a window pool, a tree slot without a window slot takes
+        over the request's own (the request's window may still reach it), then the request's
+        duplicates are freed."""
+        if self.window_pool is None:
+            req.match, req.slots = self.cache.cache_unfinished(
+                computed, req.slots, req.match, self.free_slots, req.priority
+            )
+            return
+        duplicates: list[torch.Tensor] = []
+        own = req.slots
+        req.match, req.slots = self.cache.cache_unfinished(computed, own, req.match, duplicates.append, req.priority)
+        self.window_pool.adopt(own, req.slots)
+        for slots in duplicates:
+            self.free_slots(slots)
 
     def _finish(self, req: Req) -> None:
         if req.prefetch is not None and self.hicache is not None:  # finished while waiting: reads stop

@@ -9,9 +9,10 @@ after the first replayed the first one's expert choice; logits differed by up to
 A tiny random gpt-oss decoder (two layers: windowed with sinks, global with sinks; window 4,
 shorter than every prompt) decodes three prompts for six steps in bucket 4 (three rows, one
 padded), traced, and eagerly (a few seconds). The runner's startup log says the windowed layer
-keeps every token (there is no window pool yet). A tiny DeepSeek V2 (the model parity suite's)
-does the same through the latent pool kernel: its routing picks groups with Python-level shape
-checks and a mask, which once failed to trace, so every captured decode step failed."""
+keeps every token (no window pool: captured steps read one slot table). A tiny DeepSeek V2 (the
+model parity suite's) does the same through the latent pool kernel: its routing picks groups
+with Python-level shape checks and a mask, which once failed to trace, so every captured decode
+step failed."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def test_windowed_layers_with_sinks_are_captured_and_match_eager(caplog: pytest.
         model = _random_model(config)
         with caplog.at_level(logging.INFO, logger="sglang.runtime.execution.model_runner"):
             eager = ModelRunner(model, CpuPlatform(), NUM_SLOTS)
-        assert "1 of 2 layers are windowed (window 4) but keep every token" in caplog.text
+        assert "1 of 2 layers are windowed (window 4) and keep every token" in caplog.text
         captured = ModelRunner(model, CpuPlatform(), NUM_SLOTS, graph_buckets=BucketPolicy((1, 2, 4)))
         assert isinstance(captured.attn_backend, PoolDecodeAttention)
         _assert_captured_matches_eager(eager, captured)

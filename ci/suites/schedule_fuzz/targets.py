@@ -102,7 +102,19 @@ NEW_KIND_MODELS = ("deepseek-v2", "gpt-oss")
 
 def fuzz_targets() -> tuple[FuzzTarget, ...]:
     backends = llama_targets()
-    return backends + tuple(target for model in NEW_KIND_MODELS for target in model_targets(model, backends))
+    models = tuple(target for model in NEW_KIND_MODELS for target in model_targets(model, backends))
+    return backends + models + (window_pool_target(),)
+
+
+def window_pool_target() -> FuzzTarget:
+    """gpt-oss with a window pool at its floor (`--swa-full-tokens-ratio 0.05`: a chunk, the
+    window and a margin, 216 window slots for the 2048-token pool), captured: requests wait for
+    window room, tails leave it as they decode, cached prefixes are cut where their window slots
+    are gone. The other gpt-oss targets serve the default ratio (0.8) where the backend declares
+    the window pool. Slow only (the CI budget); tests/runtime/test_window_pool.py runs by default."""
+    cpp = platform_class("cpu").kernel_families[0]
+    args = {"cuda_graph_max_bs": CAPTURE_MAX_BATCH, "swa_full_tokens_ratio": 0.05}
+    return FuzzTarget(f"gpt-oss-cpu-{cpp}-window-pool", "cpu", args, FULL, 2, 30, cpp, slow_only=True, model="gpt-oss")
 
 
 def model_targets(model: str, backends: tuple[FuzzTarget, ...]) -> tuple[FuzzTarget, ...]:

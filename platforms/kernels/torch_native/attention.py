@@ -44,6 +44,7 @@ class SdpaAttentionMetadata(AttentionMetadata):
 
 class SdpaAttention(AttentionBackend):
     decode_rows_see_each_other = True  # `forward` stores every new K/V row before any attention
+    serves_window_slots = True  # token-level slot lists; keys outside the window are masked out
 
     def plan(self, inputs: AttentionInputs) -> SdpaAttentionMetadata:
         decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
