@@ -13,13 +13,24 @@ more than plain decoding's 1; otherwise the request decodes without drafts, and 
 twice as many each time, up to `LAST_PROBE`; a probe that is accepted is followed by another at
 once, so a request whose drafts start hitting again drafts within a few steps of its next probe. So where drafts
 keep missing, speculation costs at most `c / LAST_PROBE` decode steps a step over plain decoding.
+Where `c >= 1` no acceptance makes drafting pay: probes come every `LAST_PROBE` steps, to keep
+`c` measured, so there too speculation costs at most `c / LAST_PROBE` a step.
+
+Measuring `c`. The first step of each row count is not timed: it captures or compiles that
+shape (seconds, against milliseconds for a replay). A request that drafts every step takes no
+plain step to compare its verify steps with, and the machine's load moves under a stale one, so
+after `REFRESH_AFTER` timed verify steps the next request asked decodes one step plainly to time
+it. Decode timings count for at most `OUTLIER` times their average and `c` is the median of the
+latest `ROW_SAMPLES` samples, so one load spike moves neither much.
 
 Invariants: every limit lies in `[0, cap]`; `limit` is asked once per decode step of a request;
-a request's state is dropped when it finishes.
+a request's state is dropped when it finishes; `RowCost.per_row` lies in `[0, OUTLIER]`.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 PRIOR_ACCEPTED, PRIOR_TRIALS = 1.0, 2.0
@@ -33,7 +44,12 @@ PRIOR_ROW_COST = 0.5
 ROW_COST_WEIGHT = 0.25
 """Weight of a new timing in `RowCost`'s moving averages."""
 OUTLIER = 3.0
-"""A decode step slower than this many times the average (a compile, a load spike) is ignored."""
+"""A decode timing counts for at most this many times the average (a load spike), and a drafted
+row for at most this many decode steps."""
+ROW_SAMPLES = 9
+"""`c` is the median of the latest verify steps' samples, this many at most."""
+REFRESH_AFTER = 16
+"""Timed verify steps after which a plain decode step is timed again."""
 
 
 def expected_tokens(accept: float, drafts: int) -> float:
@@ -56,14 +72,33 @@ class RowCost:
 
     decode_s: float | None = None
     per_row: float = PRIOR_ROW_COST
+    samples: deque[float] = field(default_factory=lambda: deque(maxlen=ROW_SAMPLES))
+    timed_shapes: set[int] = field(default_factory=set)
+    verifies_since_decode: int = 0
+    """Timed verify steps since the last timed plain decode step."""
 
     def observe(self, rows: int, seconds: float) -> None:
+        if rows not in self.timed_shapes:  # this step captured or compiled its shape
+            self.timed_shapes.add(rows)
+            return
         if rows == 1:
-            if self.decode_s is None or seconds < OUTLIER * self.decode_s:
-                self.decode_s = seconds if self.decode_s is None else _average(self.decode_s, seconds)
-        elif self.decode_s is not None:
-            sample = (seconds / self.decode_s - 1) / (rows - 1)
-            self.per_row = _average(self.per_row, min(max(sample, 0.0), OUTLIER))
+            clipped = seconds if self.decode_s is None else min(seconds, OUTLIER * self.decode_s)
+            self.decode_s = clipped if self.decode_s is None else _average(self.decode_s, clipped)
+            self.verifies_since_decode = 0
+            return
+        self.verifies_since_decode += 1
+        if self.decode_s is not None:
+            self.samples.append(min(max((seconds / self.decode_s - 1) / (rows - 1), 0.0), OUTLIER))
+            self.per_row = statistics.median(self.samples)
+
+    def take_refresh(self) -> bool:
+        """Whether the next step should decode plainly to time a decode step again. Asking
+        consumes it: a step that turns out batched is not timed, and is asked for again
+        `REFRESH_AFTER` timed verify steps later."""
+        if self.verifies_since_decode < REFRESH_AFTER:
+            return False
+        self.verifies_since_decode = 0
+        return True
 
 
 def _average(old: float, new: float) -> float:
@@ -98,12 +133,16 @@ class AdaptiveDraftLength:
     def limit(self, rid: str) -> int:
         """Drafts the request `rid` may check in this decode step (0: decode it plainly)."""
         state = self.requests.setdefault(rid, RequestDrafting())
+        if self.cost.take_refresh():
+            return 0
         length = best_length(state.acceptance, self.cost.per_row, self.cap)
         if length:
             state.plain_steps, state.probe_after = 0, FIRST_PROBE
             return length
         state.plain_steps += 1
-        if state.plain_steps < state.probe_after:
+        # Where no acceptance would pay (`c` >= 1), probes only keep `c` measured: the fewest.
+        pays_at_best = best_length(1.0, self.cost.per_row, self.cap) > 0
+        if state.plain_steps < (state.probe_after if pays_at_best else LAST_PROBE):
             return 0
         state.plain_steps, state.probe_after = 0, min(2 * state.probe_after, LAST_PROBE)
         return 1
