@@ -20,8 +20,10 @@ Measuring `c`. The first step of each row count is not timed: it captures or com
 shape (seconds, against milliseconds for a replay). A request that drafts every step takes no
 plain step to compare its verify steps with, and the machine's load moves under a stale one, so
 after `REFRESH_AFTER` timed verify steps the next request asked decodes one step plainly to time
-it. Decode timings count for at most `OUTLIER` times their average and `c` is the median of the
-latest `ROW_SAMPLES` samples, so one load spike moves neither much.
+it. The decode time is the median of the latest `TIMINGS` plain steps' and `c` the median of the
+latest `TIMINGS` verify steps' samples, the prior counting as `PRIOR_SAMPLES` of them until enough
+real ones push it out: on a shared machine one step's time varies tenfold (24-380 ms for the same
+decode step at load 6), and a mean chases it.
 
 Invariants: every limit lies in `[0, cap]`; `limit` is asked once per decode step of a request;
 a request's state is dropped when it finishes; `RowCost.per_row` lies in `[0, OUTLIER]`.
@@ -40,14 +42,13 @@ DECAY = 0.8
 FIRST_PROBE, LAST_PROBE = 4, 32
 """Plain decode steps before a probe, first and at most."""
 PRIOR_ROW_COST = 0.5
-"""`c` until the server has timed a plain decode step and a verify step of one request."""
-ROW_COST_WEIGHT = 0.25
-"""Weight of a new timing in `RowCost`'s moving averages."""
+"""`c` before the server has timed steps of one request (see `PRIOR_SAMPLES`)."""
+TIMINGS = 9
+"""Timings (and `c` samples) `RowCost`'s medians are taken over, the latest ones."""
+PRIOR_SAMPLES = 3
+"""`PRIOR_ROW_COST` counts as this many samples of `c`, until pushed out."""
 OUTLIER = 3.0
-"""A decode timing counts for at most this many times the average (a load spike), and a drafted
-row for at most this many decode steps."""
-ROW_SAMPLES = 9
-"""`c` is the median of the latest verify steps' samples, this many at most."""
+"""A `c` sample counts for at most this many decode steps."""
 REFRESH_AFTER = 16
 """Timed verify steps after which a plain decode step is timed again."""
 
@@ -70,26 +71,31 @@ class RowCost:
     """`c`: the extra time of a drafted row over a plain decode step, from timed steps of one
     request (`rows` = 1 plain decode, more: a verify step of `rows - 1` drafts)."""
 
-    decode_s: float | None = None
-    per_row: float = PRIOR_ROW_COST
-    samples: deque[float] = field(default_factory=lambda: deque(maxlen=ROW_SAMPLES))
+    decode_timings: deque[float] = field(default_factory=lambda: deque(maxlen=TIMINGS))
+    samples: deque[float] = field(default_factory=lambda: deque([PRIOR_ROW_COST] * PRIOR_SAMPLES, maxlen=TIMINGS))
     timed_shapes: set[int] = field(default_factory=set)
     verifies_since_decode: int = 0
     """Timed verify steps since the last timed plain decode step."""
+
+    @property
+    def decode_s(self) -> float | None:
+        return statistics.median(self.decode_timings) if self.decode_timings else None
+
+    @property
+    def per_row(self) -> float:
+        return statistics.median(self.samples)
 
     def observe(self, rows: int, seconds: float) -> None:
         if rows not in self.timed_shapes:  # this step captured or compiled its shape
             self.timed_shapes.add(rows)
             return
         if rows == 1:
-            clipped = seconds if self.decode_s is None else min(seconds, OUTLIER * self.decode_s)
-            self.decode_s = clipped if self.decode_s is None else _average(self.decode_s, clipped)
+            self.decode_timings.append(seconds)
             self.verifies_since_decode = 0
             return
         self.verifies_since_decode += 1
-        if self.decode_s is not None:
-            self.samples.append(min(max((seconds / self.decode_s - 1) / (rows - 1), 0.0), OUTLIER))
-            self.per_row = statistics.median(self.samples)
+        if (decode_s := self.decode_s) is not None:
+            self.samples.append(min(max((seconds / decode_s - 1) / (rows - 1), 0.0), OUTLIER))
 
     def take_refresh(self) -> bool:
         """Whether the next step should decode plainly to time a decode step again. Asking
@@ -99,10 +105,6 @@ class RowCost:
             return False
         self.verifies_since_decode = 0
         return True
-
-
-def _average(old: float, new: float) -> float:
-    return (1 - ROW_COST_WEIGHT) * old + ROW_COST_WEIGHT * new
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import deque
 from collections.abc import Callable
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from sglang.runtime.speculative.draft_length import (
     LAST_PROBE,
     REFRESH_AFTER,
+    TIMINGS,
     AdaptiveDraftLength,
     RowCost,
     best_length,
@@ -39,7 +41,7 @@ def simulate(policy: AdaptiveDraftLength, accept: Acceptor, steps: int, row_cost
 
 
 def policy_at(row_cost: float, cap: int = 11) -> AdaptiveDraftLength:
-    return AdaptiveDraftLength(cap, RowCost(per_row=row_cost))
+    return AdaptiveDraftLength(cap, RowCost(samples=deque([row_cost] * TIMINGS, maxlen=TIMINGS)))
 
 
 def test_expected_tokens_and_the_best_length() -> None:
@@ -90,14 +92,15 @@ def test_row_cost_is_measured_from_single_request_steps() -> None:
     cost.observe(1, 3.0)  # a capture
     cost.observe(1, 0.02)
     assert cost.decode_s == 0.02
-    cost.observe(1, 0.5)  # a load spike: counts as three decode steps
-    assert cost.decode_s == pytest.approx(0.75 * 0.02 + 0.25 * 0.06)
-    cost.observe(1, 0.02)
-    cost.observe(5, 2.0)  # a capture
-    for _ in range(20):
-        cost.observe(5, 1.5 * cost.decode_s)  # four drafted rows at an eighth of a decode step each
-    cost.observe(5, 1.0)  # a load spike: the median does not move
-    assert cost.per_row == pytest.approx(0.125, abs=0.01)
+    cost.observe(5, 1.5 * 0.02)  # one sample does not outvote the prior
+    assert cost.per_row == 0.5
+    for seconds in (0.5, 0.02, 0.021, 0.019):  # one load spike among them: the median holds
+        cost.observe(1, seconds)
+    assert cost.decode_s == 0.02
+    cost.observe(5, 2.0)  # a load spike
+    for _ in range(TIMINGS):
+        cost.observe(5, 1.5 * 0.02)  # four drafted rows at an eighth of a decode step each
+    assert cost.per_row == pytest.approx(0.125)
 
 
 def test_a_finished_request_is_forgotten() -> None:
@@ -144,7 +147,7 @@ def test_a_drafted_row_as_dear_as_a_decode_step_turns_drafting_off() -> None:
 def test_row_cost_is_timed_again_while_every_step_drafts() -> None:
     """A request that drafts every step still decodes one step plainly every `REFRESH_AFTER`
     timed verify steps, so `c` follows the load rather than a decode step timed long ago."""
-    policy = AdaptiveDraftLength(4, RowCost(per_row=0.1))
+    policy = policy_at(0.1, cap=4)
     for _ in range(2):  # a capture, then a timed decode step
         policy.observe_step(1, 0.01)
     limits = []
