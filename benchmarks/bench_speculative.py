@@ -102,7 +102,7 @@ def main() -> None:
         Engine(**common) as plain,
         Engine(**common, speculative_algorithm="NGRAM", speculative_adaptive=args.adaptive) as spec,
     ):
-        for engine in (plain, spec):  # captures the step shapes a run takes (verify steps: most of them)
+        for engine in (plain, spec):  # captures the shapes it drafts (adaptive lengths may take new ones later)
             engine.generate(chat(WARM_UP), params)
         for kind, prompts, target in (("repeating", REPEATING, 1.8), ("open", OPEN, 0.95)):
             t = run_kind(plain, spec, [chat(p) for p in prompts], params, args.repeats)
