@@ -8,6 +8,12 @@ tokens/s of each side, the ratio, and NGRAM's acceptance (`spec_accept_rate`,
 `spec_accept_length` from `meta_info`). Targets (issue 24): >= 1.8x on repeating prompts,
 >= 0.95x on open questions.
 
+Two speeds per side: end to end (prefill included: every run flushes the prefix cache first) and
+decode alone, the tokens after the first over the time after the first (`meta_info`'s
+`e2e_latency - ttft`), which is what a server's TPOT and bench_peers' speculative row measure.
+The prompts' prefill (~80-110 tokens) is about a quarter of a plain run's time, so end to end
+reads well below the server's figures and dilutes the ratio.
+
     .venv/bin/python benchmarks/bench_speculative.py [--new-tokens 96] [--repeats 2] [--dtype float32] [--adaptive]
 """
 
@@ -33,6 +39,11 @@ REPEATING = (
     "class Rectangle:\n    def __init__(self, width, height):\n        self.width = width\n"
     "        self.height = height\n\n    def perimeter(self):\n        return 2 * (self.width + self.height)\n",
 )
+WARM_UP = (
+    "Copy this list exactly, one item a line: apples, pears, plums, cherries, grapes, figs, lemons, limes, "
+    "oranges, melons, peaches, apricots, dates, kiwis, mangoes, papayas, guavas, lychees."
+)
+"""A repeating prompt of its own (not one measured), so the NGRAM corpus holds none of their answers."""
 OPEN = (
     "Why is the sky blue? Answer in three sentences.",
     "Give three tips for learning a new language.",
@@ -40,24 +51,28 @@ OPEN = (
 
 
 def run_kind(plain: Engine, spec: Engine, prompts: list[str], params: dict[str, Any], repeats: int) -> dict:
-    """Summed best-of-`repeats` seconds and tokens of each side over `prompts`, and acceptance."""
-    totals = {"plain_s": 0.0, "spec_s": 0.0, "tokens": 0, "drafted": 0, "accepted": 0, "verify": 0}
+    """Summed best-of-`repeats` seconds of each side over `prompts`, end to end (`*_s`) and after
+    the first token (`*_decode_s`), the tokens each measure covers, and NGRAM's acceptance."""
+    totals = dict.fromkeys(("plain_s", "spec_s", "plain_decode_s", "spec_decode_s"), 0.0)
+    totals |= dict.fromkeys(("tokens", "drafted", "accepted", "verify"), 0)
     for i, prompt in enumerate(prompts):
-        best = {"plain": float("inf"), "spec": float("inf")}
+        best = dict.fromkeys(("plain", "spec", "plain_decode", "spec_decode"), float("inf"))
         for r in range(repeats):
             order = [("plain", plain), ("spec", spec)][:: 1 if (i + r) % 2 == 0 else -1]
             for name, engine in order:
                 engine.flush_cache()  # every run prefills its prompt
                 seconds, out = timed(lambda engine=engine, prompt=prompt: engine.generate(prompt, params))
-                best[name] = min(best[name], seconds)
                 meta = out["meta_info"]
+                best[name] = min(best[name], seconds)
+                best[f"{name}_decode"] = min(best[f"{name}_decode"], meta["e2e_latency"] - meta["ttft"])
                 if name == "spec" and r == 0:
                     totals["tokens"] += meta["completion_tokens"]
                     totals["drafted"] += meta.get("spec_num_proposed_drafts", 0)
                     totals["accepted"] += meta.get("spec_num_correct_drafts", 0)
                     totals["verify"] += meta.get("spec_verify_ct", 0)
-        totals["plain_s"] += best["plain"]
-        totals["spec_s"] += best["spec"]
+        for key, seconds in best.items():
+            totals[f"{key}_s"] += seconds
+    totals["decode_tokens"] = totals["tokens"] - len(prompts)
     return totals
 
 
@@ -87,20 +102,23 @@ def main() -> None:
         Engine(**common) as plain,
         Engine(**common, speculative_algorithm="NGRAM", speculative_adaptive=args.adaptive) as spec,
     ):
-        for engine in (plain, spec):
-            engine.generate(chat(OPEN[0]), {**params, "max_new_tokens": 8})
+        for engine in (plain, spec):  # captures the shapes it drafts (adaptive lengths may take new ones later)
+            engine.generate(chat(WARM_UP), params)
         for kind, prompts, target in (("repeating", REPEATING, 1.8), ("open", OPEN, 0.95)):
             t = run_kind(plain, spec, [chat(p) for p in prompts], params, args.repeats)
             rate = t["accepted"] / t["drafted"] if t["drafted"] else 0.0
             report(
                 f"{kind} prompts ({len(prompts)}), greedy, up to {args.new_tokens} new tokens, best of {args.repeats}",
                 [
-                    ("without speculation", t["tokens"] / t["plain_s"], "tok/s"),
-                    ("NGRAM", t["tokens"] / t["spec_s"], "tok/s"),
+                    ("without speculation, end to end", t["tokens"] / t["plain_s"], "tok/s"),
+                    ("NGRAM, end to end", t["tokens"] / t["spec_s"], "tok/s"),
+                    ("end to end, NGRAM / without", t["plain_s"] / t["spec_s"], "x"),
+                    ("without speculation, after the first token", t["decode_tokens"] / t["plain_decode_s"], "tok/s"),
+                    ("NGRAM, after the first token", t["decode_tokens"] / t["spec_decode_s"], "tok/s"),
                     ("NGRAM acceptance rate (accepted / drafted)", rate, ""),
                     ("NGRAM tokens per decode step", t["tokens"] / max(t["verify"], 1), ""),
                 ],
-                ("NGRAM / without", t["plain_s"] / t["spec_s"], target),
+                ("after the first token, NGRAM / without", t["plain_decode_s"] / t["spec_decode_s"], target),
             )
 
 

@@ -13,13 +13,26 @@ more than plain decoding's 1; otherwise the request decodes without drafts, and 
 twice as many each time, up to `LAST_PROBE`; a probe that is accepted is followed by another at
 once, so a request whose drafts start hitting again drafts within a few steps of its next probe. So where drafts
 keep missing, speculation costs at most `c / LAST_PROBE` decode steps a step over plain decoding.
+Where `c >= 1` no acceptance makes drafting pay: probes come every `LAST_PROBE` steps, to keep
+`c` measured, so there too speculation costs at most `c / LAST_PROBE` a step.
+
+Measuring `c`. The first step of each row count is not timed: it captures or compiles that
+shape (seconds, against milliseconds for a replay). A request that drafts every step takes no
+plain step to compare its verify steps with, and the machine's load moves under a stale one, so
+after `REFRESH_AFTER` timed verify steps the next request asked decodes one step plainly to time
+it. The decode time is the median of the latest `TIMINGS` plain steps' and `c` the median of the
+latest `TIMINGS` verify steps' samples, the prior counting as `PRIOR_SAMPLES` of them until enough
+real ones push it out: on a shared machine one step's time varies tenfold (24-380 ms for the same
+decode step at load 6), and a mean chases it.
 
 Invariants: every limit lies in `[0, cap]`; `limit` is asked once per decode step of a request;
-a request's state is dropped when it finishes.
+a request's state is dropped when it finishes; `RowCost.per_row` lies in `[0, OUTLIER]`.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 PRIOR_ACCEPTED, PRIOR_TRIALS = 1.0, 2.0
@@ -29,11 +42,15 @@ DECAY = 0.8
 FIRST_PROBE, LAST_PROBE = 4, 32
 """Plain decode steps before a probe, first and at most."""
 PRIOR_ROW_COST = 0.5
-"""`c` until the server has timed a plain decode step and a verify step of one request."""
-ROW_COST_WEIGHT = 0.25
-"""Weight of a new timing in `RowCost`'s moving averages."""
+"""`c` before the server has timed steps of one request (see `PRIOR_SAMPLES`)."""
+TIMINGS = 9
+"""Timings (and `c` samples) `RowCost`'s medians are taken over, the latest ones."""
+PRIOR_SAMPLES = 3
+"""`PRIOR_ROW_COST` counts as this many samples of `c`, until pushed out."""
 OUTLIER = 3.0
-"""A decode step slower than this many times the average (a compile, a load spike) is ignored."""
+"""A `c` sample counts for at most this many decode steps."""
+REFRESH_AFTER = 16
+"""Timed verify steps after which a plain decode step is timed again."""
 
 
 def expected_tokens(accept: float, drafts: int) -> float:
@@ -54,20 +71,40 @@ class RowCost:
     """`c`: the extra time of a drafted row over a plain decode step, from timed steps of one
     request (`rows` = 1 plain decode, more: a verify step of `rows - 1` drafts)."""
 
-    decode_s: float | None = None
-    per_row: float = PRIOR_ROW_COST
+    decode_timings: deque[float] = field(default_factory=lambda: deque(maxlen=TIMINGS))
+    samples: deque[float] = field(default_factory=lambda: deque([PRIOR_ROW_COST] * PRIOR_SAMPLES, maxlen=TIMINGS))
+    timed_shapes: set[int] = field(default_factory=set)
+    verifies_since_decode: int = 0
+    """Timed verify steps since the last timed plain decode step."""
+
+    @property
+    def decode_s(self) -> float | None:
+        return statistics.median(self.decode_timings) if self.decode_timings else None
+
+    @property
+    def per_row(self) -> float:
+        return statistics.median(self.samples)
 
     def observe(self, rows: int, seconds: float) -> None:
+        if rows not in self.timed_shapes:  # this step captured or compiled its shape
+            self.timed_shapes.add(rows)
+            return
         if rows == 1:
-            if self.decode_s is None or seconds < OUTLIER * self.decode_s:
-                self.decode_s = seconds if self.decode_s is None else _average(self.decode_s, seconds)
-        elif self.decode_s is not None:
-            sample = (seconds / self.decode_s - 1) / (rows - 1)
-            self.per_row = _average(self.per_row, min(max(sample, 0.0), OUTLIER))
+            self.decode_timings.append(seconds)
+            self.verifies_since_decode = 0
+            return
+        self.verifies_since_decode += 1
+        if (decode_s := self.decode_s) is not None:
+            self.samples.append(min(max((seconds / decode_s - 1) / (rows - 1), 0.0), OUTLIER))
 
-
-def _average(old: float, new: float) -> float:
-    return (1 - ROW_COST_WEIGHT) * old + ROW_COST_WEIGHT * new
+    def take_refresh(self) -> bool:
+        """Whether the next step should decode plainly to time a decode step again. Asking
+        consumes it: a step that turns out batched is not timed, and is asked for again
+        `REFRESH_AFTER` timed verify steps later."""
+        if self.verifies_since_decode < REFRESH_AFTER:
+            return False
+        self.verifies_since_decode = 0
+        return True
 
 
 @dataclass
@@ -98,12 +135,16 @@ class AdaptiveDraftLength:
     def limit(self, rid: str) -> int:
         """Drafts the request `rid` may check in this decode step (0: decode it plainly)."""
         state = self.requests.setdefault(rid, RequestDrafting())
+        if self.cost.take_refresh():
+            return 0
         length = best_length(state.acceptance, self.cost.per_row, self.cap)
         if length:
             state.plain_steps, state.probe_after = 0, FIRST_PROBE
             return length
         state.plain_steps += 1
-        if state.plain_steps < state.probe_after:
+        # Where no acceptance would pay (`c` >= 1), probes only keep `c` measured: the fewest.
+        pays_at_best = best_length(1.0, self.cost.per_row, self.cap) > 0
+        if state.plain_steps < (state.probe_after if pays_at_best else LAST_PROBE):
             return 0
         state.plain_steps, state.probe_after = 0, min(2 * state.probe_after, LAST_PROBE)
         return 1

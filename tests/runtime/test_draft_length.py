@@ -5,13 +5,17 @@ over plain decoding where none are."""
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections import deque
 from collections.abc import Callable
 
 import pytest
 
 from sglang.runtime.speculative.draft_length import (
     LAST_PROBE,
+    REFRESH_AFTER,
+    TIMINGS,
     AdaptiveDraftLength,
     RowCost,
     best_length,
@@ -37,7 +41,7 @@ def simulate(policy: AdaptiveDraftLength, accept: Acceptor, steps: int, row_cost
 
 
 def policy_at(row_cost: float, cap: int = 11) -> AdaptiveDraftLength:
-    return AdaptiveDraftLength(cap, RowCost(per_row=row_cost))
+    return AdaptiveDraftLength(cap, RowCost(samples=deque([row_cost] * TIMINGS, maxlen=TIMINGS)))
 
 
 def test_expected_tokens_and_the_best_length() -> None:
@@ -82,14 +86,21 @@ def test_acceptance_that_comes_back_is_found_by_a_probe() -> None:
 
 def test_row_cost_is_measured_from_single_request_steps() -> None:
     cost = RowCost()
+    cost.observe(4, 2.0)  # the first step of a shape captures it: not timed
     cost.observe(4, 0.09)  # no decode step timed yet: nothing to compare with
     assert cost.per_row == 0.5
+    cost.observe(1, 3.0)  # a capture
     cost.observe(1, 0.02)
-    cost.observe(1, 0.5)  # a compile or a load spike: ignored
     assert cost.decode_s == 0.02
-    for _ in range(20):
-        cost.observe(5, 0.03)  # four drafted rows at an eighth of a decode step each
-    assert cost.per_row == pytest.approx(0.125, abs=0.01)
+    cost.observe(5, 1.5 * 0.02)  # one sample does not outvote the prior
+    assert cost.per_row == 0.5
+    for seconds in (0.5, 0.02, 0.021, 0.019):  # one load spike among them: the median holds
+        cost.observe(1, seconds)
+    assert cost.decode_s == 0.02
+    cost.observe(5, 2.0)  # a load spike
+    for _ in range(TIMINGS):
+        cost.observe(5, 1.5 * 0.02)  # four drafted rows at an eighth of a decode step each
+    assert cost.per_row == pytest.approx(0.125)
 
 
 def test_a_finished_request_is_forgotten() -> None:
@@ -100,3 +111,50 @@ def test_a_finished_request_is_forgotten() -> None:
     assert "r" not in policy.requests
     with pytest.raises(ValueError):
         AdaptiveDraftLength(0)
+
+
+def test_a_drafted_row_as_dear_as_a_decode_step_turns_drafting_off() -> None:
+    """Timings as a real run feeds them: the first step of every shape captures it (seconds), the
+    warm-up's few plain steps come first, then a request whose drafts are accepted 60% of the
+    time on weights where each drafted row costs a whole decode step (c = 1: no length pays).
+    Before captures were left out, the warm-up's capture made decode steps look 40x dearer than
+    they are, verify steps free, and the request drafted the whole cap at twice the cost."""
+    decode_s, capture_s = 0.012, 2.5
+    captured: set[int] = set()
+
+    def step_seconds(rows: int) -> float:
+        first = rows not in captured
+        captured.add(rows)
+        return capture_s if first else decode_s * rows
+
+    policy = AdaptiveDraftLength(11)
+    for _ in range(7):  # the warm-up request
+        policy.observe_step(1, step_seconds(1))
+    draws = random.Random(0)
+    tokens = cost = 0.0
+    for step in range(400):
+        drafts = policy.limit("r")
+        accepted = next((i for i in range(drafts) if draws.random() >= 0.6), drafts)
+        policy.observe("r", drafts, accepted)
+        policy.observe_step(drafts + 1, step_seconds(drafts + 1))
+        if step >= 100:
+            tokens += accepted + 1
+            cost += 1 + drafts
+    assert policy.cost.per_row == pytest.approx(1.0, abs=0.05)
+    assert tokens / cost >= 1 - 1.5 / LAST_PROBE, tokens / cost
+
+
+def test_row_cost_is_timed_again_while_every_step_drafts() -> None:
+    """A request that drafts every step still decodes one step plainly every `REFRESH_AFTER`
+    timed verify steps, so `c` follows the load rather than a decode step timed long ago."""
+    policy = policy_at(0.1, cap=4)
+    for _ in range(2):  # a capture, then a timed decode step
+        policy.observe_step(1, 0.01)
+    limits = []
+    for _ in range(4 * (REFRESH_AFTER + 1)):
+        limits.append(policy.limit("r"))
+        policy.observe("r", limits[-1], limits[-1])
+        policy.observe_step(limits[-1] + 1, 0.02 if limits[-1] == 0 else 0.02 + 0.001 * limits[-1])
+    plain = [i for i, limit in enumerate(limits) if limit == 0]
+    assert len(plain) >= 3 and {b - a for a, b in itertools.pairwise(plain)} == {REFRESH_AFTER + 1}, plain
+    assert policy.cost.decode_s > 0.015, "the slower decode steps were timed"
