@@ -314,8 +314,6 @@ class ServerArgs:
             return
         if self.disable_radix_cache:
             raise ValueError("--enable-hierarchical-cache needs the radix cache (drop --disable-radix-cache)")
-        if self.tp_size > 1:
-            raise ValueError("--enable-hierarchical-cache is not supported with --tp-size > 1 yet")
 
     def _check_disaggregation(self) -> None:
         if self.disaggregation_mode not in DISAGGREGATION_MODES:
