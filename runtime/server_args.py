@@ -96,7 +96,8 @@ class ServerArgs:
         "Keep prefixes evicted from the KV pool in lower tiers and load them back instead of recomputing. "
         "Tiers: the device pool, the host tier (--hicache-ratio / --hicache-size), the storage tier "
         "(--hicache-storage-backend). On cpu the pool is host memory already: the host tier is a second copy there "
-        "(--hicache-ratio 0 puts storage directly behind the pool).",
+        "(--hicache-ratio 0 puts storage directly behind the pool). Under --tp-size > 1 each rank keeps its shard "
+        "of the KV in host rows and a storage folder of its own (keyed by model, tp size and rank).",
     )
     hicache_ratio: float = _opt(
         2.0,
