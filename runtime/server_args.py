@@ -104,7 +104,8 @@ class ServerArgs:
         "Keep prefixes evicted from the KV pool in lower tiers and load them back instead of recomputing. "
         "Tiers: the device pool, the host tier (--hicache-ratio / --hicache-size), the storage tier "
         "(--hicache-storage-backend). On cpu the pool is host memory already: the host tier is a second copy there "
-        "(--hicache-ratio 0 puts storage directly behind the pool).",
+        "(--hicache-ratio 0 puts storage directly behind the pool). Under --tp-size > 1 each rank keeps its shard "
+        "of the KV in host rows and a storage folder of its own (keyed by model, tp size and rank).",
     )
     hicache_ratio: float = _opt(
         2.0,
@@ -324,8 +325,6 @@ class ServerArgs:
             return
         if self.disable_radix_cache:
             raise ValueError("--enable-hierarchical-cache needs the radix cache (drop --disable-radix-cache)")
-        if self.tp_size > 1:
-            raise ValueError("--enable-hierarchical-cache is not supported with --tp-size > 1 yet")
 
     def _check_disaggregation(self) -> None:
         if self.disaggregation_mode not in DISAGGREGATION_MODES:

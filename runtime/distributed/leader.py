@@ -5,7 +5,9 @@ made there, so ranks cannot diverge. Each call that touches the model or the KV 
 broadcast to the other ranks as a `Command` (one dataclass per kind of call), then run locally;
 the followers replay the same calls in the same order on their shards, so every collective
 inside the model meets its peers. The LoRA manager's slot changes travel the same way
-(`runtime.lora.replica`), so every rank's adapter slots hold the same adapters. Only rank 0's
+(`runtime.lora.replica`), so every rank's adapter slots hold the same adapters, and so do the
+hierarchical cache's KV moves (`runtime.memory.tier_commands`): each rank keeps its shard in its
+own lower tiers. Only rank 0's
 logits are used (each rank gathers the same full logits; rank 0 alone samples).
 
 While the scheduler idles, rank 0 broadcasts a heartbeat at least every `HEARTBEAT_S`: a follower
@@ -24,6 +26,17 @@ from sglang.ops.collectives import Communicator
 from sglang.ops.step import StepInputs
 from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.lora.replica import AttachLora, LoadLora, LoraCommand, LoraReplica, UnloadLora, WriteLoraSlot
+from sglang.runtime.memory.tier_commands import (
+    AddScope,
+    BuildTiers,
+    HostBackUp,
+    HostLoad,
+    LoadBlocks,
+    StartPrefetch,
+    StoreBlocks,
+    TierCommand,
+)
+from sglang.runtime.memory.tier_replica import TierReplica
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +70,7 @@ class Stop:
     """The followers' loop ends."""
 
 
-Command = Forward | CopyKv | LoraCommand | Heartbeat | Stop
+Command = Forward | CopyKv | LoraCommand | TierCommand | Heartbeat | Stop
 
 
 class LeaderRunner:
@@ -71,6 +84,13 @@ class LeaderRunner:
         self.num_slots = runner.num_slots
         self.window_pool = runner.window_pool
         self.step_stats = runner.step_stats
+        self.attn_backend = runner.attn_backend
+
+    @property
+    def kv_buffers(self) -> list[torch.Tensor]:
+        """Rank 0's KV buffers (its shard), for its own tiers; the list itself, so a functional
+        device's replaced buffers land in the runner's."""
+        return self.runner.kv_buffers
 
     def _send(self, command: Command) -> None:
         self.comm.broadcast_object(command, src=0)
@@ -93,6 +113,10 @@ class LeaderRunner:
         """The LoRA manager's mirror: every rank changes its LoRA slots as rank 0 does."""
         self._send(command)
 
+    def tier_command(self, command: TierCommand) -> None:
+        """The hierarchical cache's mirror: every rank moves its shard of the KV as rank 0 does."""
+        self._send(command)
+
     def heartbeat(self) -> None:
         self._send(Heartbeat())
 
@@ -100,23 +124,42 @@ class LeaderRunner:
         self._send(Stop())
 
 
-def follow(runner: ModelRunner, comm: Communicator) -> None:
-    """A follower's loop: replays rank 0's commands until `Stop`. A broadcast that fails (rank 0
-    died, or timed out) raises, which ends the follower's process; so does a command of a type
-    this loop does not know (rank 0 and its followers run different code)."""
-    lora = LoraReplica(runner.model)
-    while True:
-        command: Command = comm.broadcast_object(None, src=0)
+class Follower:
+    """A follower's state besides its runner (its LoRA slots, its lower KV tiers) and what it does
+    with each of rank 0's commands."""
+
+    def __init__(self, runner: ModelRunner) -> None:
+        self.runner = runner
+        self.lora = LoraReplica(runner.model)
+        self.tiers = TierReplica(runner)
+
+    def apply(self, command: Command) -> bool:
+        """Replays `command`; False once it is `Stop`. A command of a type this code does not
+        know raises (rank 0 and its followers run different code)."""
         match command:
             case Forward(step):
-                runner.forward(step)
+                self.runner.forward(step)
             case CopyKv(src_slots, dst_slots, src_positions, position_delta):
-                runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
+                self.runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
             case AttachLora() | LoadLora() | WriteLoraSlot() | UnloadLora():
-                lora.apply(command)
+                self.lora.apply(command)
+            case BuildTiers() | HostBackUp() | HostLoad() | StoreBlocks() | StartPrefetch() | LoadBlocks() | AddScope():
+                self.tiers.apply(command)
             case Heartbeat():
                 pass
             case Stop():
-                return
+                return False
             case _:
                 raise TypeError(f"unknown command from rank 0: {type(command).__name__}")
+        return True
+
+
+def follow(runner: ModelRunner, comm: Communicator) -> None:
+    """A follower's loop: replays rank 0's commands until `Stop`. A broadcast that fails (rank 0
+    died, or timed out) raises, which ends the follower's process."""
+    follower = Follower(runner)
+    try:
+        while follower.apply(comm.broadcast_object(None, src=0)):
+            pass
+    finally:  # rank 0 gone or stopping: what this rank queued for storage is written first
+        follower.tiers.close()

@@ -5,6 +5,11 @@ Tiers: the device pool, the host tier (`--hicache-ratio` times the pool, or `--h
 a ratio of 0 builds none) and the storage tier (`--hicache-storage-backend file`). On cpu the
 pool is host memory already, so the host tier is a second copy there: worth it only for keeping
 more prefixes than the pool, which a larger pool does as well.
+
+Under `--tp-size > 1` rank 0 builds the cache (its tree decides everything) and tells the other
+ranks to build their own host pool and storage tier of the same sizes (`BuildTiers`); every rank
+stores its shard of the KV under its own identity (`rank_identity`), so a folder written at one
+tp size is never read at another, and one rank never reads another's shard.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from sglang.platforms.device_runtime import DeviceRuntime
+from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.memory.hierarchical_cache import HierarchicalCache
 from sglang.runtime.memory.host_pool import HostKVPool
 from sglang.runtime.memory.host_tier import HostTier
@@ -29,6 +35,7 @@ from sglang.runtime.memory.page_store import FilePageStore
 from sglang.runtime.memory.radix_cache import FreeFn, RadixCache
 from sglang.runtime.memory.storage_io import StorageIO
 from sglang.runtime.memory.storage_tier import StorageTier
+from sglang.runtime.memory.tier_commands import BuildTiers, TierMirror
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 
 if TYPE_CHECKING:
@@ -118,31 +125,73 @@ def host_tier_tokens(args: ServerArgs, pool_tokens: int, token_bytes: int) -> in
     return max(min(wanted, room), 0)
 
 
+def rank_identity(model_id: str, rank: int, size: int) -> str:
+    """The identity a tensor-parallel rank stores its KV shard under: the model's at tp=1 (what a
+    single-rank server has always stored), else one per (model, tp size, rank)."""
+    if size == 1:
+        return model_id
+    return hashlib.sha256(f"{model_id}|tp{rank}/{size}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class LowerTiers:
+    """One rank's tiers below its KV pool, with what moves KV in and out of that pool."""
+
+    kv: KVPageIO
+    host: HostKVPool | None
+    storage: StorageTier | None
+
+
+def build_lower_tiers(
+    config: HiCacheConfig, runner: object, host_tokens: int, max_blocks: int, mirror: TierMirror | None = None
+) -> LowerTiers:
+    """This rank's host pool of `host_tokens` (none at 0) and storage tier (where `config` has a
+    folder, keyed by this rank's identity), over `runner`'s KV buffers."""
+    kv = KVPageIO(runner, runner.attn_backend, runner.platform.runtime)
+    dtype = runner.kv_buffers[0].dtype
+    host = None
+    if host_tokens:
+        host = HostKVPool(
+            host_tokens, kv.block_shape(host_tokens), kv.axis + 1, dtype, runner.platform.runtime.host_buffer
+        )
+    storage = None
+    if config.storage_dir is not None:
+        group = tp_group()
+        identity = rank_identity(
+            model_identity(runner.model, runner.model.config.raw, kv.layout, dtype), group.rank, group.size
+        )
+        io = StorageIO(
+            FilePageStore(config.storage_dir, identity), dtype, kv.block_shape(config.block_tokens), max_blocks
+        )
+        storage = StorageTier(config, io, kv, identity, mirror)
+    return LowerTiers(kv, host, storage)
+
+
 def build_hierarchical_cache(
-    args: ServerArgs, cache: RadixCache, allocator: PagedTokenAllocator, runner: object, free_fn: FreeFn
+    args: ServerArgs,
+    cache: RadixCache,
+    allocator: PagedTokenAllocator,
+    runner: object,
+    free_fn: FreeFn,
+    mirror: TierMirror | None = None,
 ) -> HierarchicalCache | None:
-    """The tiers `args` ask for below `runner`'s KV pool, or None."""
+    """The tiers `args` ask for below `runner`'s KV pool, or None. With `mirror` (rank 0 under
+    tensor parallelism), the other ranks build theirs alike and follow every KV move."""
     config = HiCacheConfig.from_args(args)
     if config is None:
         return None
     kv = KVPageIO(runner, runner.attn_backend, runner.platform.runtime)
-    dtype = runner.kv_buffers[0].dtype
-    token_bytes = torch.Size(kv.block_shape(1)).numel() * dtype.itemsize
-    identity = model_identity(runner.model, runner.model.config.raw, kv.layout, dtype)
+    token_bytes = torch.Size(kv.block_shape(1)).numel() * runner.kv_buffers[0].dtype.itemsize
     tokens = host_tier_tokens(args, allocator.num_slots, token_bytes)
-    host = None
-    if tokens:
-        pool = HostKVPool(tokens, kv.block_shape(tokens), kv.axis + 1, dtype, runner.platform.runtime.host_buffer)
-        host = HostTier(pool, cache, kv)
-    storage = None
-    if config.storage_dir is not None:
-        shape = kv.block_shape(config.block_tokens)
-        max_blocks = max(allocator.num_slots // config.block_tokens, 1)
-        io = StorageIO(FilePageStore(config.storage_dir, identity), dtype, shape, max_blocks)
-        storage = StorageTier(config, io, kv, identity)
-    if host is None and storage is None:
+    max_blocks = max(allocator.num_slots // config.block_tokens, 1)
+    if tokens == 0 and config.storage_dir is None:
         logger.warning("hierarchical cache with no host tier and no storage tier: the device pool is the only tier")
         return None
+    if mirror is not None:
+        mirror(BuildTiers(config, tokens, max_blocks))
+    tiers = build_lower_tiers(config, runner, tokens, max_blocks, mirror)
+    host = HostTier(tiers.host, cache, tiers.kv, mirror) if tiers.host is not None else None
+    storage = tiers.storage
     logger.info(
         "hierarchical cache: device pool -> host tier of %s -> %s (%d-token blocks, %s, prefetch %s)",
         f"{tokens} tokens ({tokens * token_bytes / 2**20:.0f} MiB)" if host else "none",

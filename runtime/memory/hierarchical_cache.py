@@ -168,7 +168,7 @@ class HierarchicalCache:
     def cancel(self, job: Prefetch) -> None:
         """Ends the prefetch of a request that finished while it waited."""
         if self.storage is not None:
-            self.storage.io.finish(job)
+            self.storage.cancel(job)
 
     # -- loading -----------------------------------------------------------------------------
     def load_prefix(self, token_ids: Sequence[int], match: MatchResult, job: Prefetch | None) -> Loaded:
@@ -179,8 +179,9 @@ class HierarchicalCache:
         if self.host is not None:
             match = self.host.load(match, self._allocate)
         host_tokens = match.num_cached - device
-        blocks = self.storage.take(token_ids, match.num_cached, job) if self.storage is not None else []
-        loaded = self._load_blocks(token_ids, match, blocks, host_tokens)
+        loaded = Loaded(match, host_tokens)
+        if self.storage is not None:
+            loaded = self._load_blocks(token_ids, match, job, host_tokens)
         if loaded.host_tokens or loaded.storage_tokens:
             logger.info(
                 "prefix of %d tokens: %d from the device pool, %d from the host tier, %d from storage",
@@ -192,24 +193,29 @@ class HierarchicalCache:
         return loaded
 
     def _load_blocks(
-        self, token_ids: Sequence[int], match: MatchResult, blocks: list[torch.Tensor], host_tokens: int
+        self, token_ids: Sequence[int], match: MatchResult, job: Prefetch | None, host_tokens: int
     ) -> Loaded:
-        """`match` extended by the stored `blocks` that follow it (the first may overlap it)."""
-        if not blocks:
-            return Loaded(match, host_tokens)
+        """`match` extended by the stored blocks `job` read that follow it (the first may overlap
+        it), as far as the pool has room and every rank holds them. Ends `job`."""
+        storage = self.storage
+        cached = match.num_cached
+        blocks = storage.take(token_ids, cached, job)
         b = self.config.block_tokens
-        first = match.num_cached // b
-        end = (first + len(blocks)) * b
-        count = end - match.num_cached
-        axis = self.storage.kv.axis + 1
-        values = torch.cat(blocks, dim=axis).narrow(axis, match.num_cached - first * b, count)
-        slots = self._allocate(match, count)
-        if slots is None:
+        end = (cached // b + len(blocks)) * b
+        slots = self._allocate(match, end - cached) if blocks else None
+        agreed = storage.agree(job, token_ids, cached, blocks, slots)
+        if slots is None or not agreed:
+            if slots is not None:
+                self.free_fn(slots)
             return Loaded(match, host_tokens)
-        self.storage.kv.write(slots, values)
+        if len(agreed) < len(blocks):  # another rank lacks some of them: those are recomputed
+            end = (cached // b + len(agreed)) * b
+            self.free_fn(slots[end - cached :])
+            slots = slots[: end - cached]
+        storage.kv.write(slots, storage.values(agreed, cached))
         present = self.cache.insert(token_ids[:end], torch.cat([match.slots, slots]))
-        self.free_fn(slots[: max(present - match.num_cached, 0)])  # the tree had those already
-        return Loaded(self.cache.match_prefix(token_ids[:end]), host_tokens, count)
+        self.free_fn(slots[: max(present - cached, 0)])  # the tree had those already
+        return Loaded(self.cache.match_prefix(token_ids[:end]), host_tokens, end - cached)
 
     def _allocate(self, match: MatchResult, count: int) -> torch.Tensor | None:
         """Pool slots for `count` tokens after `match`, evicting other cached prefixes (never

@@ -5,6 +5,9 @@ Which nodes are held where is the radix tree's record (runtime/memory/tree_node.
 moves the bytes (device reads and writes through `KVPageIO`, host rows through `HostKVPool`) and
 makes room in the host pool by host eviction (runtime/memory/tier_eviction.py `evict_host`).
 
+Under tensor parallelism every rank keeps its shard in host rows of its own, at the rows rank 0
+chose: each copy is handed to `mirror` (runtime/memory/tier_commands.py).
+
 Invariants: a node's `host_slots` hold exactly its tokens' KV from the moment it is backed up;
 nodes being loaded (`pinned`) never lose their rows to the room a backup makes; `evicted_tokens`
 only grows.
@@ -19,6 +22,7 @@ import torch
 from sglang.runtime.memory.host_pool import HostKVPool
 from sglang.runtime.memory.kv_pages import KVPageIO
 from sglang.runtime.memory.radix_cache import RadixCache
+from sglang.runtime.memory.tier_commands import HostBackUp, HostLoad, TierMirror
 from sglang.runtime.memory.tier_eviction import evict_host
 from sglang.runtime.memory.tree_node import MatchResult, TreeNode
 
@@ -26,10 +30,11 @@ DeviceAlloc = Callable[[MatchResult, int], torch.Tensor | None]
 
 
 class HostTier:
-    def __init__(self, pool: HostKVPool, cache: RadixCache, io: KVPageIO) -> None:
+    def __init__(self, pool: HostKVPool, cache: RadixCache, io: KVPageIO, mirror: TierMirror | None = None) -> None:
         self.pool = pool
         self.cache = cache
         self.io = io
+        self.mirror = mirror
         self.evicted_tokens = 0
         self.pinned: frozenset[int] = frozenset()  # node ids a load in progress reads from
         cache.free_host = pool.free
@@ -54,7 +59,10 @@ class HostTier:
         if rows is None:
             return
         todo = todo[:fits]
-        self.pool.write(rows, self.io.read(torch.cat([node.slots for node in todo])))
+        slots = torch.cat([node.slots for node in todo])
+        if self.mirror is not None:
+            self.mirror(HostBackUp(slots, rows))
+        self.pool.write(rows, self.io.read(slots))
         for node, part in zip(todo, rows.split([len(node.key) for node in todo])):
             node.host_slots = part
             self.cache.host_leaves.push(node)
@@ -73,6 +81,8 @@ class HostTier:
         if slots is None:
             return match
         rows = torch.cat([node.host_slots for node in match.host_nodes])
+        if self.mirror is not None:
+            self.mirror(HostLoad(rows, slots))
         self.io.write(slots, self.pool.read(rows))
         for node, part in zip(match.host_nodes, slots.split([len(node.key) for node in match.host_nodes])):
             self.cache.revive(node, part)

@@ -68,6 +68,8 @@ class Prefetch:
     blocks: dict[str, torch.Tensor] = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
     cancelled: bool = False
+    id: int = 0
+    """The name the other tensor-parallel ranks know the job by (0 at tp=1)."""
 
 
 class StorageIO:

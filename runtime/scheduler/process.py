@@ -125,8 +125,18 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
     if (spec := speculative_config(args)) is not None and spec.algorithm == STANDALONE:
         kv_tokens = (allocator.num_pages - 1) * allocator.page_size
         speculator = build_speculator(spec, load_draft(args, spec, loaded, kv_tokens))
+    tier_mirror = runner.tier_command if isinstance(runner, LeaderRunner) else None
     scheduler = Scheduler(
-        runner, allocator, args, tokenizer.decode, frozenset(eos), context_length, grammar, lora, speculator
+        runner,
+        allocator,
+        args,
+        tokenizer.decode,
+        frozenset(eos),
+        context_length,
+        grammar,
+        lora,
+        speculator,
+        tier_mirror,
     )
     info = ReadyInfo(
         model_path=str(loaded.source.origin),

@@ -25,6 +25,7 @@ from sglang.runtime.lora.manager import LoraManager
 from sglang.runtime.memory.hicache_setup import build_hierarchical_cache
 from sglang.runtime.memory.hierarchical_cache import Loaded
 from sglang.runtime.memory.radix_cache import MatchResult, RadixCache
+from sglang.runtime.memory.tier_commands import TierMirror
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
@@ -68,9 +69,11 @@ class Scheduler:
         grammar: GrammarBackend | None,
         lora: LoraManager | None = None,
         speculator: Speculator | None = None,
+        tier_mirror: TierMirror | None = None,
     ) -> None:
         """`speculator`: speculative decoding's mode; default: the one `args` ask for (NGRAM
-        needs nothing else; a draft model is built by the caller)."""
+        needs nothing else; a draft model is built by the caller). `tier_mirror`: where the
+        hierarchical cache's KV moves go for the other tensor-parallel ranks (None at tp=1)."""
         self.runner = runner
         self.allocator = allocator
         self.window_pool = runner.window_pool
@@ -78,7 +81,7 @@ class Scheduler:
         self.cache = RadixCache(
             page_size=allocator.page_size, disable=args.disable_radix_cache, eviction=args.radix_eviction_policy
         )
-        self.hicache = build_hierarchical_cache(args, self.cache, allocator, runner, self.free_slots)
+        self.hicache = build_hierarchical_cache(args, self.cache, allocator, runner, self.free_slots, tier_mirror)
         self.args = args
         self.tail_text = tail_text
         self.eos_token_ids = eos_token_ids
