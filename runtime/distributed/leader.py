@@ -26,16 +26,7 @@ from sglang.ops.collectives import Communicator
 from sglang.ops.step import StepInputs
 from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.lora.replica import AttachLora, LoadLora, LoraCommand, LoraReplica, UnloadLora, WriteLoraSlot
-from sglang.runtime.memory.tier_commands import (
-    AddScope,
-    BuildTiers,
-    HostBackUp,
-    HostLoad,
-    LoadBlocks,
-    StartPrefetch,
-    StoreBlocks,
-    TierCommand,
-)
+from sglang.runtime.memory.tier_commands import TierCommand
 from sglang.runtime.memory.tier_replica import TierReplica
 
 logger = logging.getLogger(__name__)
@@ -143,7 +134,7 @@ class Follower:
                 self.runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
             case AttachLora() | LoadLora() | WriteLoraSlot() | UnloadLora():
                 self.lora.apply(command)
-            case BuildTiers() | HostBackUp() | HostLoad() | StoreBlocks() | StartPrefetch() | LoadBlocks() | AddScope():
+            case _ if isinstance(command, TierCommand):
                 self.tiers.apply(command)
             case Heartbeat():
                 pass
