@@ -13,10 +13,10 @@ import logging
 import torch
 
 from sglang import ops
-from sglang.ops.attention import AttentionBackend, CaptureLimits
+from sglang.ops.attention import AttentionBackend, AttentionInputs, CaptureLimits
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.step import PADDING_SLOT, StepInputs, StepStats
-from sglang.platforms.base import Platform
+from sglang.platforms.base import Platform, StepMode
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.execution.window_layers import WindowLayout
 from sglang.runtime.layers.attention import SelfAttention
@@ -65,6 +65,7 @@ class ModelRunner:
         if graph_buckets is not None:
             layers = tuple(m.layer for m in model.modules() if isinstance(m, SelfAttention))
             limits = CaptureLimits.for_pool(graph_buckets.largest, num_slots, config.max_position, layers)
+        self.graph_buckets = graph_buckets
         self.step_runner = platform.step_runner(
             model, self.attn_backend, graph_buckets, limits, tensor_parallel=tp_group().size > 1
         )
@@ -110,6 +111,38 @@ class ModelRunner:
         if step.draft_tokens:
             self.step_runner.stats.verify_steps += 1
         return logits
+
+    @torch.inference_mode()
+    def prepare_decode_buckets(self, largest: int) -> list[int]:
+        """Captures the decode buckets of 1 to `largest` rows now rather than at their first step.
+        For speculative decoding: a verify step of one request with `d` drafts runs as a bucket
+        of `d + 1` rows and `d` varies from step to step, so without this a fresh server's first
+        requests pay a capture for each new length. Every step here reads and writes only the
+        padding slot. One eager step of two tokens goes first: kernels build what they keep per
+        weight (the int16 kernel's tile records) on first use, and built inside a capture that
+        work would be recorded into the captured step and redone at every replay.
+
+        Returns the sizes captured: none where steps are not captured (eager or jitted runners),
+        under tensor parallelism (every rank would have to run these steps in step) or with a
+        window pool (its steps carry window slots, which these would lack)."""
+        capturing = self.platform.capabilities.steps.mode is StepMode.CAPTURED
+        if self.graph_buckets is None or not capturing or tp_group().size > 1 or self.window_pool is not None:
+            return []
+        sizes = sorted({b for n in range(1, largest + 1) if (b := self.graph_buckets.bucket_for(n)) is not None})
+        self.step_runner.run(self._padding_step((2,)), self.kv_buffers)
+        for rows in sizes:
+            _, self.kv_buffers = self.step_runner.run(self._padding_step((1,) * rows), self.kv_buffers)
+        return sizes
+
+    def _padding_step(self, lengths: tuple[int, ...]) -> StepInputs:
+        """A step of token 0 at positions from 0, one sequence per entry of `lengths`, every
+        token in the padding slot: an extend where a length is above 1, else decode rows."""
+        tokens = sum(lengths)
+        slots = torch.full((tokens,), PADDING_SLOT, dtype=torch.int64, device=self.device)
+        positions = torch.cat([torch.arange(n) for n in lengths]).to(self.device)
+        attention = AttentionInputs(lengths, lengths, slots)
+        ids = torch.zeros(tokens, dtype=torch.long, device=self.device)
+        return StepInputs(ids, positions, attention, torch.arange(len(lengths), device=self.device))
 
     def kv_copy_unsupported(self) -> str | None:
         """Why `copy_kv` cannot run here (a KV layout other than the default, no rotary table), or None."""

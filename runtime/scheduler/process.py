@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import traceback
 from dataclasses import asdict
 from multiprocessing.connection import Connection
@@ -107,8 +108,26 @@ def build_runner(args: ServerArgs, placement: RankPlacement | None = None) -> tu
     return loaded, runner
 
 
+def prepare_verify_buckets(runner: ModelRunner, rows: int) -> None:
+    """Captures the decode buckets a lone request's verify steps use (up to `rows` rows), so
+    that the first requests of a speculative server do not pay for them."""
+    started = time.perf_counter()
+    sizes = runner.prepare_decode_buckets(rows)
+    if sizes:
+        seconds = time.perf_counter() - started
+        logger.info(
+            "speculative decoding: decode buckets %d-%d captured for verify steps in %.1f s",
+            sizes[0],
+            sizes[-1],
+            seconds,
+        )
+
+
 def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) -> tuple[Scheduler, ReadyInfo]:
     loaded, runner = build_runner(args, placement)
+    spec = speculative_config(args)
+    if spec is not None:
+        prepare_verify_buckets(runner, spec.num_draft_tokens)
     if placement is not None:
         runner = LeaderRunner(runner, tp_group().comm)
     mirror = runner.lora_command if isinstance(runner, LeaderRunner) else None
@@ -122,7 +141,7 @@ def build_scheduler(args: ServerArgs, placement: RankPlacement | None = None) ->
     vocab = loaded.config.vocab_size
     grammar = GrammarBackend(tokenizer, vocab, sorted(eos))
     speculator = None
-    if (spec := speculative_config(args)) is not None and spec.algorithm == STANDALONE:
+    if spec is not None and spec.algorithm == STANDALONE:
         kv_tokens = (allocator.num_pages - 1) * allocator.page_size
         speculator = build_speculator(spec, load_draft(args, spec, loaded, kv_tokens))
     tier_mirror = runner.tier_command if isinstance(runner, LeaderRunner) else None
