@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from sglang.ci.suites.model_harness import TargetSpec, bound_ops
+from sglang.ci.suites.model_harness import SPECS_BY_NAME, TargetSpec, bound_ops
 from sglang.ops.buckets import BucketPolicy
 from sglang.platforms.cpu.platform import CpuPlatform
 from sglang.runtime.execution.model_runner import ModelRunner
@@ -16,21 +16,9 @@ from sglang.runtime.models.config import ModelConfig
 
 from .test_cpu_captured_layer_kinds import NUM_SLOTS, PROMPTS, _decode, _random_model
 
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 97,
-    "max_position_embeddings": 128,
-}
-
 
 def test_prepared_buckets_replay_without_capture_and_match_eager() -> None:
-    config = ModelConfig.from_dict(LLAMA)
+    config = ModelConfig.from_dict(SPECS_BY_NAME["llama"].hf_config().to_dict())
     with bound_ops(TargetSpec("cpu")) as target:
         target.bind_for(config, torch.float32)
         model = _random_model(config)
