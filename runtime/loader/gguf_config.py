@@ -3,8 +3,10 @@
 llama.cpp stores hyperparameters under `{architecture}.*` keys; this maps them onto the keys a
 Hugging Face config.json of the same model has, so the rest of the runtime sees one config format
 whatever the checkpoint. Supported GGUF architectures are those in `ARCHITECTURES` (llama.cpp
-converts Mistral 7B-style models to `llama`, so they load as LlamaForCausalLM); anything else
-fails with UnsupportedModelError naming the architecture.
+converts Mistral 7B-style models to `llama`, so they load as LlamaForCausalLM, and Mixtral to
+`llama` with `expert_count`, loaded as MixtralForCausalLM); anything else fails with
+UnsupportedModelError naming the architecture. What each family adds (experts, windows, soft-caps,
+long-rope factors, the constants llama.cpp assumes) is in `gguf_families`.
 
 gpt-oss (`gpt-oss`, llama.cpp's LLM_ARCH_OPENAI_MOE) adds what its GGUF keys say: experts
 (`expert_count`, `expert_used_count`, `expert_feed_forward_length`), the window
@@ -28,9 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .errors import UnsupportedModelError
+from .gguf_families import FAMILY_CONFIGS, clean_float
 from .gguf_file import GGUFFile
 
 
@@ -46,7 +47,18 @@ class ArchitectureInfo:
     """GGUF block tensor names whose Hugging Face name differs from `gguf_tensors`' default map."""
     window_period: int | None = None
     """llama.cpp's default sliding-window period when the file has a window but no pattern."""
+    norm_offset: float = 0.0
+    """llama.cpp's converter stored every `*norm.weight` as `w + norm_offset` (Gemma's `1 + w` norms)."""
+    config_tensors: frozenset[str] = frozenset()
+    """Tensors that hold config values (Phi-3's long-rope factors), read into the config, not weights."""
 
+
+_GEMMA_NORMS = {
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
+"""gguf-py's names for Gemma 2/3's four norms around attention and MLP (tensor_mapping.py)."""
 
 ARCHITECTURES: dict[str, ArchitectureInfo] = {
     "llama": ArchitectureInfo("LlamaForCausalLM", "llama", permuted_qk=True, qkv_bias=None),
@@ -64,7 +76,39 @@ ARCHITECTURES: dict[str, ArchitectureInfo] = {
         },
         window_period=2,
     ),
+    "phi3": ArchitectureInfo(
+        "Phi3ForCausalLM",
+        "phi3",
+        permuted_qk=False,  # NEOX rotary (llama_model_rope_type)
+        qkv_bias=False,
+        # Fused as in Hugging Face's checkpoint; `ffn_up` holds gate rows then up rows.
+        block_names={"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"},
+        config_tensors=frozenset({"rope_factors_long.weight", "rope_factors_short.weight"}),
+    ),
+    "gemma2": ArchitectureInfo(
+        "Gemma2ForCausalLM",
+        "gemma2",
+        permuted_qk=False,
+        qkv_bias=False,
+        block_names=_GEMMA_NORMS,
+        window_period=2,
+        norm_offset=1.0,
+    ),
+    "gemma3": ArchitectureInfo(
+        "Gemma3ForCausalLM",
+        "gemma3_text",
+        permuted_qk=False,
+        qkv_bias=False,
+        block_names=_GEMMA_NORMS,
+        window_period=6,
+        norm_offset=1.0,
+    ),
 }
+
+MIXTRAL = ArchitectureInfo(
+    "MixtralForCausalLM", "mixtral", permuted_qk=True, qkv_bias=None, block_names={"ffn_gate_inp": "mlp.gate"}
+)
+"""llama.cpp writes Mixtral as `llama` with `expert_count` (convert_hf_to_gguf.py's LlamaModel)."""
 
 # Optional yarn parameters convert_hf_to_gguf.py writes when the config has them, by GGUF key.
 _YARN_KEYS = {
@@ -83,11 +127,9 @@ def architecture_info(gf: GGUFFile) -> ArchitectureInfo:
         raise UnsupportedModelError(
             f"{gf.path.name}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})"
         )
+    if arch == "llama" and gf.arch_value("expert_count"):
+        return MIXTRAL
     return ARCHITECTURES[arch]
-
-
-def _clean_float(value: float) -> float:
-    return float(str(np.float32(value)))
 
 
 def gguf_to_hf_config(gf: GGUFFile) -> dict[str, Any]:
@@ -114,8 +156,8 @@ def gguf_to_hf_config(gf: GGUFFile) -> dict[str, Any]:
         # The embedding's row count is what the weights have; the vocab_size key is optional in GGUF.
         "vocab_size": int(embed.shape[-1]),
         "max_position_embeddings": int(gf.require("context_length")),
-        "rope_theta": _clean_float(gf.arch_value("rope.freq_base", 10000.0)),
-        "rms_norm_eps": _clean_float(gf.require("attention.layer_norm_rms_epsilon")),
+        "rope_theta": clean_float(gf.arch_value("rope.freq_base", 10000.0)),
+        "rms_norm_eps": clean_float(gf.require("attention.layer_norm_rms_epsilon")),
         "hidden_act": "silu",
         "tie_word_embeddings": "output.weight" not in gf.tensors,
         "attention_bias": qkv_bias,
@@ -131,40 +173,10 @@ def gguf_to_hf_config(gf: GGUFFile) -> dict[str, Any]:
     dtype = _UNQUANTIZED_FILE_TYPES.get(gf.metadata.get("general.file_type", -1))
     if dtype is not None:
         config["torch_dtype"] = dtype
-    if info.model_type == "gpt_oss":
-        config.update(_gpt_oss_config(gf, info, config))
+    family = FAMILY_CONFIGS.get(info.model_type)
+    if family is not None:
+        config.update(family(gf, info.window_period or 0, config))
     return config
-
-
-def _gpt_oss_config(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]) -> dict[str, Any]:
-    """gpt-oss's experts, windows and the constants llama.cpp assumes (see the module docstring)."""
-    extra: dict[str, Any] = {
-        "num_local_experts": int(gf.require("expert_count")),
-        "num_experts_per_tok": int(gf.require("expert_used_count")),
-        "intermediate_size": int(gf.arch_value("expert_feed_forward_length", config["intermediate_size"])),
-        "sliding_window": int(gf.require("attention.sliding_window")),
-        "layer_types": window_layer_types(gf, config["num_hidden_layers"], info.window_period or 0),
-        "swiglu_limit": 7.0,
-    }
-    scaling = config.get("rope_scaling")
-    if scaling is not None and scaling["rope_type"] == "yarn":
-        extra["rope_scaling"] = {**scaling, "truncate": False}
-    return extra
-
-
-def window_layer_types(gf: GGUFFile, layers: int, default_period: int) -> list[str]:
-    """llama.cpp's `set_swa_pattern(period)` (a period of 0: every layer slides), or a per-layer list."""
-    pattern = gf.arch_value("attention.sliding_window_pattern", default_period)
-    if isinstance(pattern, list):
-        if len(pattern) != layers:
-            raise UnsupportedModelError(
-                f"{gf.path.name}: sliding_window_pattern lists {len(pattern)} of {layers} layers"
-            )
-        sliding = [bool(p) for p in pattern]
-    else:
-        period = int(pattern)
-        sliding = [period == 0 or i % period < period - 1 for i in range(layers)]
-    return ["sliding_attention" if s else "full_attention" for s in sliding]
 
 
 def _rope_scaling(gf: GGUFFile) -> dict[str, Any] | None:
@@ -178,12 +190,12 @@ def _rope_scaling(gf: GGUFFile) -> dict[str, Any] | None:
         return None
     if kind not in ("linear", "yarn"):
         raise UnsupportedModelError(f"{gf.path.name}: rope scaling {kind!r} is not supported")
-    scaling: dict[str, Any] = {"rope_type": kind, "factor": _clean_float(gf.require("rope.scaling.factor"))}
+    scaling: dict[str, Any] = {"rope_type": kind, "factor": clean_float(gf.require("rope.scaling.factor"))}
     original = gf.arch_value("rope.scaling.original_context_length")
     if original is not None:
         scaling["original_max_position_embeddings"] = int(original)
     for key, hf_key in _YARN_KEYS.items():
         value = gf.arch_value(f"rope.scaling.{key}")
         if value is not None:
-            scaling[hf_key] = _clean_float(value)
+            scaling[hf_key] = clean_float(value)
     return scaling

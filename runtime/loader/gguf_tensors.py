@@ -10,6 +10,10 @@ and `[E, out]` (or `ffn_gate_up_exps`, gate rows then up rows); each becomes one
 expert, `model.layers.N.mlp.experts.{e}.{gate,up,down}_proj.{weight,bias}`, the names
 per-expert Hugging Face checkpoints use and every MoE layer here loads.
 
+Architecture-specific: Gemma's converter stores every `*norm.weight` as `1 + w`
+(`ArchitectureInfo.norm_offset`), undone here; tensors that hold config values (Phi-3's
+`rope_factors_long/short`, `ArchitectureInfo.config_tensors`) are read by the config, not converted.
+
 Shapes: GGUF lists dimensions innermost first; Hugging Face's shape is the reverse.
 
 Q/K layout: for llama, llama.cpp's converter (`LlamaModel.permute` in convert_hf_to_gguf.py)
@@ -118,6 +122,8 @@ def tensor_specs(gf: GGUFFile, info: ArchitectureInfo) -> list[TensorSpec]:
     """Name, stored dtype and shape of every converted tensor, in file order, without reading data."""
     specs = []
     for name, t in gf.tensors.items():
+        if name in info.config_tensors:
+            continue
         shape = torch.Size(int(d) for d in reversed(t.shape))
         dtype = _STORED_DTYPES.get(t.tensor_type, torch.float32)
         pieces = hf_tensors(name, torch.empty(shape, device="meta"), info)
@@ -129,6 +135,8 @@ def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]
     """Yield `(hf_name, tensor)` for every tensor of `gf` as `tensor_specs` lists them, dequantized and un-permuted."""
     heads = {"attn_q": config["num_attention_heads"], "attn_k": config["num_key_value_heads"]}
     for name, t in gf.tensors.items():
+        if name in info.config_tensors:
+            continue
         array = dequantize(t.data, t.tensor_type)
         if not array.flags.writeable:  # unquantized tensors come back as read-only views of the mmap
             array = array.copy()
@@ -137,6 +145,11 @@ def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]
         block = _BLOCK.fullmatch(name)
         if info.permuted_qk and block and block[2] in heads:
             tensor = unpermute_qk(tensor, heads[block[2]])
+        if info.norm_offset and name.endswith("norm.weight"):
+            # Exact where the stored value is at least 0.5 (the difference is then a multiple of its
+            # ulp), so the model's `1 + w` gives back the stored float32 bit for bit; below 0.5,
+            # within one ulp.
+            tensor = tensor - info.norm_offset
         dtype = _STORED_DTYPES.get(t.tensor_type, torch.float32)
         for hf, piece in hf_tensors(name, tensor, info):
             yield hf, piece.to(dtype).contiguous()

@@ -34,7 +34,8 @@ from sglang.ci.suites.model_harness import (
 )
 from sglang.ops.binding import restore, snapshot
 from sglang.runtime.loader import gguf_source, open_model_source
-from sglang.runtime.loader.gguf_config import ARCHITECTURES, window_layer_types
+from sglang.runtime.loader.gguf_config import ARCHITECTURES
+from sglang.runtime.loader.gguf_families import window_layer_types
 from sglang.runtime.loader.gguf_file import GGUFFile
 from sglang.runtime.loader.gguf_quantized import quantized_tensors
 from sglang.runtime.loader.model_loading import load_model

@@ -1,0 +1,148 @@
+"""Mixtral, Phi-3, Gemma 2 and Gemma 3 GGUFs written the way llama.cpp's converter writes them.
+
+`write_family_gguf(path, arch, model)` takes a transformers model and writes what
+convert_hf_to_gguf.py would, as read there (and gguf-py's tensor names, `tensor_mapping.py`):
+
+- `llama` (Mixtral, `LlamaModel`): Q/K rows permuted for llama.cpp's rotary; stacked experts
+  `ffn_{gate,up,down}_exps` `[E, out, in]`, the router `ffn_gate_inp`, `expert_count` and
+  `expert_used_count`.
+- `phi3` (`Phi3MiniModel`): fused `attn_qkv` and `ffn_up` (gate rows then up rows), no Q/K
+  permutation, `rope.dimension_count` rotary dims, the original context, `sliding_window` (0 for
+  none), and with long-rope the factor tensors `rope_factors_long/short.weight` and the attention
+  factor `sqrt(1 + ln(scale) / ln(original))`.
+- `gemma2` / `gemma3` (`Gemma2Model`, `Gemma3Model`): every `*norm.weight` stored plus one, no
+  `lm_head`, key/value lengths; Gemma 2 its soft-caps and window, no rotary base; Gemma 3 the
+  global rotary base and scaling, the window, the final soft-cap only if set.
+
+Every tensor is F32, with the byte-level BPE vocabulary of `gguf_synth` (real Gemma and Phi-3
+files carry SentencePiece vocabularies; the tokenizer is not what these files test).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import gguf
+import numpy as np
+import torch
+
+from .gguf_synth import add_vocabulary, llama_cpp_permute
+
+_COMMON = {
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "input_layernorm": "attn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+_BLOCK_NAMES = {
+    "llama": {**_COMMON, "post_attention_layernorm": "ffn_norm", "mlp.gate": "ffn_gate_inp"},
+    "phi3": {
+        **_COMMON,
+        "self_attn.qkv_proj": "attn_qkv",
+        "mlp.gate_up_proj": "ffn_up",
+        "post_attention_layernorm": "ffn_norm",
+    },
+    "gemma": {
+        **_COMMON,
+        "post_attention_layernorm": "post_attention_norm",
+        "pre_feedforward_layernorm": "ffn_norm",
+        "post_feedforward_layernorm": "post_ffw_norm",
+    },
+}
+
+
+def _tensors(arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    config = model.config
+    state = {name: t.detach().float() for name, t in model.state_dict().items()}
+    names = _BLOCK_NAMES["gemma" if arch.startswith("gemma") else arch]
+    out = {"token_embd.weight": state["model.embed_tokens.weight"], "output_norm.weight": state["model.norm.weight"]}
+    if not config.tie_word_embeddings and not arch.startswith("gemma"):
+        out["output.weight"] = state["lm_head.weight"]
+    for i in range(config.num_hidden_layers):
+        prefix = f"model.layers.{i}."
+        for name, tensor in state.items():
+            if not name.startswith(prefix):
+                continue
+            module, _, kind = name[len(prefix) :].rpartition(".")
+            if module == "mlp.experts":  # transformers' stacked experts: gate_up [E, 2I, H], down [E, H, I]
+                width = config.intermediate_size
+                if kind == "gate_up_proj":
+                    out[f"blk.{i}.ffn_gate_exps.weight"] = tensor[:, :width]
+                    out[f"blk.{i}.ffn_up_exps.weight"] = tensor[:, width:]
+                else:
+                    out[f"blk.{i}.ffn_down_exps.weight"] = tensor
+                continue
+            if arch == "llama" and module in ("self_attn.q_proj", "self_attn.k_proj"):
+                heads = config.num_attention_heads if module == "self_attn.q_proj" else config.num_key_value_heads
+                tensor = llama_cpp_permute(tensor, heads)
+            out[f"blk.{i}.{names[module]}.{kind}"] = tensor
+    if arch.startswith("gemma"):
+        out = {name: t + 1 if name.endswith("norm.weight") else t for name, t in out.items()}
+    return out
+
+
+def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The converter's metadata for `arch`; returns the extra tensors it generates (Phi-3's factors)."""
+    c = model.config
+    rope = c.rope_parameters
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    if arch == "llama":
+        w.add_rope_freq_base(rope["rope_theta"])
+        w.add_rope_dimension_count(getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+        w.add_expert_count(c.num_local_experts)
+        w.add_expert_used_count(c.num_experts_per_tok)
+        return {}
+    if arch == "phi3":
+        rope_dims = int(rope.get("partial_rotary_factor", 1.0) * c.hidden_size) // c.num_attention_heads
+        original = rope["original_max_position_embeddings"]
+        w.add_rope_scaling_orig_ctx_len(original)
+        w.add_rope_dimension_count(rope_dims)
+        w.add_rope_freq_base(rope["rope_theta"])
+        w.add_sliding_window(c.sliding_window or 0)
+        scale = c.max_position_embeddings / original
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0)
+        return {
+            "rope_factors_long.weight": torch.tensor(rope["long_factor"]),
+            "rope_factors_short.weight": torch.tensor(rope["short_factor"]),
+        }
+    w.add_key_length(c.head_dim)
+    w.add_value_length(c.head_dim)
+    w.add_sliding_window(c.sliding_window)
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(c.attn_logit_softcapping)
+        w.add_final_logit_softcapping(c.final_logit_softcapping)
+        return {}
+    full = rope["full_attention"]
+    w.add_rope_freq_base(full["rope_theta"])
+    if full.get("rope_type") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(full["factor"])
+    if c.final_logit_softcapping:
+        w.add_final_logit_softcapping(c.final_logit_softcapping)
+    return {}
+
+
+def write_family_gguf(path: Path, arch: str, model: torch.nn.Module) -> None:
+    """Write `model` (a transformers Mixtral, Phi-3, Gemma 2 or Gemma 3) as a GGUF of `arch`."""
+    w = gguf.GGUFWriter(path, arch=arch)
+    extra = _write_keys(w, arch, model)
+    add_vocabulary(w, "smollm")
+    for name, tensor in {**_tensors(arch, model), **extra}.items():
+        w.add_tensor(name, np.ascontiguousarray(tensor.numpy(), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()

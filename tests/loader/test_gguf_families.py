@@ -1,0 +1,207 @@
+"""Mixtral, Phi-3, Gemma 2 and Gemma 3 from GGUF, at logit parity with transformers.
+
+Each tiny random model (the model-parity specs, adjusted to what a GGUF can say: see `FAMILIES`)
+is written at test time as llama.cpp's converter writes it (`gguf_family_synth`), loaded the way
+`sglang serve --model-path x.gguf` loads it, and its logits over three prompts (7, 13 and 3
+tokens; the windows are 4) must match transformers' on the same weights within fp32 1e-4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from sglang.ci.suites.model_harness import (
+    FP32_ATOL,
+    SCHEDULES,
+    SPECS_BY_NAME,
+    hf_logits,
+    make_prompts,
+    max_abs_error,
+    randomize_,
+    run_schedule,
+)
+from sglang.ops.binding import restore, snapshot
+from sglang.runtime.loader import gguf_source, open_model_source
+from sglang.runtime.loader.errors import UnsupportedModelError
+from sglang.runtime.loader.gguf_config import gguf_to_hf_config
+from sglang.runtime.loader.gguf_file import GGUFFile
+from sglang.runtime.loader.model_loading import load_model
+from sglang.runtime.server_args import ServerArgs
+
+from .gguf_family_synth import write_family_gguf
+from .gguf_synth import TOKENS
+
+_GEMMA3_LAYERS = ["sliding_attention"] * 5 + ["full_attention", "sliding_attention"]
+
+FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    # name: (model-parity spec, GGUF architecture, overrides)
+    "mixtral": ("mixtral", "llama", {}),
+    "phi3": ("phi3-longrope", "phi3", {}),
+    # The converter drops query_pre_attn_scalar; llama.cpp assumes the head dim below 27B sizes.
+    "gemma2": ("gemma2-softcap", "gemma2", {"query_pre_attn_scalar": 32}),
+    # llama.cpp hard-codes the windowed layers' rotary base (10000) and the window period (6).
+    "gemma3": (
+        "gemma3-local-rope",
+        "gemma3",
+        {
+            "query_pre_attn_scalar": 32,
+            "num_hidden_layers": 7,
+            "layer_types": _GEMMA3_LAYERS,
+            "final_logit_softcapping": 3.0,
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
+            },
+        },
+    ),
+}
+
+
+SLOW = {"mixtral", "gemma3"}
+"""Their logit checks cost the most (transformers' first MoE build, seven Gemma 3 layers); their
+weights and config are checked by default, and Gemma 2 and Phi-3 logits share most of their code."""
+
+Built = tuple[torch.nn.Module, Path]
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
+    """family -> (the transformers model, its GGUF), each built once per module."""
+    built: dict[str, Built] = {}
+
+    def get(name: str) -> Built:
+        if name not in built:
+            spec_name, arch, overrides = FAMILIES[name]
+            torch.manual_seed(0)
+            config = SPECS_BY_NAME[spec_name].hf_config(vocab_size=len(TOKENS), **overrides)
+            model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+            randomize_(model.eval(), torch.Generator().manual_seed(0))
+            path = tmp_path_factory.mktemp(name) / f"{name}.gguf"
+            write_family_gguf(path, arch, model)
+            built[name] = model, path
+        return built[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_weights_equal_the_transformers_ones(name: str, build, tmp_path: Path) -> None:
+    """The converted tensors, by Hugging Face name, are transformers' own: Gemma's norms lose the
+    converter's +1, Phi-3's fused tensors keep their row order, Mixtral's Q/K are
+    un-permuted and its experts split per expert (restacked here to compare)."""
+    hf_model, gguf_path = build(name)
+    ours = dict(open_model_source(gguf_path, "float32", cache_dir=tmp_path).weights())
+    theirs = {
+        k: v for k, v in hf_model.state_dict().items() if not (k == "lm_head.weight" and name.startswith("gemma"))
+    }
+    for key in [k for k in theirs if k.endswith("mlp.experts.gate_up_proj")]:
+        layer, experts = key.removesuffix(".gate_up_proj"), range(hf_model.config.num_local_experts)
+        gate_up = [
+            torch.cat([ours.pop(f"{layer}.{e}.gate_proj.weight"), ours.pop(f"{layer}.{e}.up_proj.weight")])
+            for e in experts
+        ]
+        ours[key] = torch.stack(gate_up)
+        ours[f"{layer}.down_proj"] = torch.stack([ours.pop(f"{layer}.{e}.down_proj.weight") for e in experts])
+    assert ours.keys() == theirs.keys()
+    for key, tensor in theirs.items():
+        if name.startswith("gemma") and key.endswith("norm.weight"):
+            # (1 + w) - 1 rounds w, but the `1 + w` the model multiplies by is transformers' exactly.
+            ours[key], tensor = ours[key] + 1, tensor + 1
+        assert torch.equal(ours[key], tensor), key
+
+
+@pytest.mark.parametrize("name", [pytest.param(f, marks=pytest.mark.slow) if f in SLOW else f for f in FAMILIES])
+def test_logits_match_transformers(name: str, build, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hf_model, gguf_path = build(name)
+    # The conversion goes to this test's folder; the rest of the cache (built kernels) stays shared.
+    monkeypatch.setattr(gguf_source, "cache_root", lambda kind: tmp_path / kind)
+    saved = snapshot()
+    try:
+        loaded = load_model(ServerArgs(model_path=str(gguf_path), device="cpu", dtype="float32"))
+        assert type(loaded.model).__name__ == hf_model.config.architectures[0]
+        prompts = make_prompts(len(TOKENS))
+        logits = run_schedule(loaded.model, torch.device("cpu"), prompts, SCHEDULES["extend"]())
+    finally:
+        restore(saved)
+    error = max_abs_error(logits, hf_logits(hf_model, prompts))
+    assert error <= FP32_ATOL, f"{name} from GGUF: max abs logit error {error:.3g}"
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_config_comes_from_the_gguf_metadata(name: str, build, tmp_path: Path) -> None:
+    """What the GGUF says, or llama.cpp assumes, equals the transformers config it came from."""
+    hf_model, gguf_path = build(name)
+    config, expected = open_model_source(gguf_path, "auto", cache_dir=tmp_path).config, hf_model.config
+    assert config["architectures"] == expected.architectures
+    if name == "mixtral":
+        assert (config["num_local_experts"], config["num_experts_per_tok"]) == (4, 2)
+        assert config["rope_theta"] == expected.rope_parameters["rope_theta"]
+    if name == "phi3":
+        rope = expected.rope_parameters
+        assert config["partial_rotary_factor"] == rope["partial_rotary_factor"]
+        assert config["rope_scaling"]["long_factor"] == rope["long_factor"]
+        assert config["rope_scaling"]["short_factor"] == rope["short_factor"]
+        assert config["original_max_position_embeddings"] == rope["original_max_position_embeddings"]
+        assert "sliding_window" not in config
+    if name.startswith("gemma"):
+        assert config["query_pre_attn_scalar"] == expected.query_pre_attn_scalar
+        assert config["layer_types"] == expected.layer_types and config["sliding_window"] == 4
+        assert config["final_logit_softcapping"] == expected.final_logit_softcapping
+        assert config["attn_logit_softcapping"] == expected.attn_logit_softcapping
+    if name == "gemma3":
+        assert config["rope_local_base_freq"] == 10000.0
+        assert config["rope_scaling"] == {"rope_type": "linear", "factor": 2.0}
+
+
+def _gemma_metadata(arch: str, layers: int, **extra: Any) -> GGUFFile:
+    """A metadata-only Gemma file of a real size: 46 layers is the 27B Gemma 2, 62 the 27B Gemma 3."""
+    keys = {
+        "block_count": layers,
+        "attention.head_count": 32,
+        "attention.head_count_kv": 16,
+        "attention.key_length": 128,
+        "embedding_length": 4608,
+        "feed_forward_length": 36864,
+        "context_length": 8192,
+        "attention.layer_norm_rms_epsilon": 1e-6,
+        **extra,
+    }
+    metadata = {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in keys.items()}}
+    embed = type("Tensor", (), {"shape": [4608, 256]})()
+    return GGUFFile(Path(f"{arch}.gguf"), metadata, {"token_embd.weight": embed})
+
+
+@pytest.mark.parametrize(
+    ("arch", "layers", "scalar"),
+    [("gemma2", 46, 144), ("gemma2", 42, 128), ("gemma3", 62, 144), ("gemma3", 34, 128)],
+)
+def test_gemma_attention_scale_follows_llama_cpp(arch: str, layers: int, scalar: int) -> None:
+    """llama.cpp's `f_attention_scale`: `n_embd / n_head` (here 144) for the 27B sizes, else the
+    head dim (128), matching gemma-2-27b's query_pre_attn_scalar 144 = 4608 / 32."""
+    assert (
+        gguf_to_hf_config(_gemma_metadata(arch, layers, **{"attention.sliding_window": 4096}))["query_pre_attn_scalar"]
+        == scalar
+    )
+
+
+def test_gemma_defaults_follow_llama_cpp() -> None:
+    """Gemma 2 without soft-cap or window keys: llama.cpp's 50, 30 and 4096; Gemma 3 without a
+    window: no windowed layers and no local rotary base."""
+    gemma2 = gguf_to_hf_config(_gemma_metadata("gemma2", 4))
+    assert (gemma2["attn_logit_softcapping"], gemma2["final_logit_softcapping"]) == (50.0, 30.0)
+    assert gemma2["sliding_window"] == 4096 and gemma2["layer_types"][:2] == ["sliding_attention", "full_attention"]
+    gemma3 = gguf_to_hf_config(_gemma_metadata("gemma3", 4))
+    assert "sliding_window" not in gemma3 and "rope_local_base_freq" not in gemma3
+    assert gemma3["final_logit_softcapping"] is None
+
+
+def test_unknown_architecture_is_refused_by_name() -> None:
+    gf = GGUFFile(Path("m.gguf"), {"general.architecture": "deepseek2"}, {})
+    with pytest.raises(UnsupportedModelError, match="'deepseek2' is not supported"):
+        gguf_to_hf_config(gf)
