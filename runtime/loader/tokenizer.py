@@ -5,9 +5,12 @@ and chat template as metadata under llama.cpp's key names. For byte-level BPE vo
 (`tokenizer.ggml.model == "gpt2"`, the Llama-3/Qwen/SmolLM family) with a pre-tokenizer listed in
 `_PRE_TOKENIZERS`, the tokenizer is built here directly with `tokenizers`; anything else is
 handed to transformers' own GGUF tokenizer conversion (correct, but it re-parses the file, which
-takes seconds: `benchmarks/README.md`, "Measured costs"). Either way the result is saved as
-ordinary tokenizer files next to the converted weights, so later starts load it like any Hugging
-Face tokenizer.
+takes seconds: `benchmarks/README.md`, "Measured costs"). SentencePiece vocabularies
+(`tokenizer.ggml.model == "llama"`: Gemma, Phi-3, Mistral) load that way, with transformers'
+per-architecture rules (Gemma's merge order and no prefix space, Phi-3's prefix normalizer); a
+vocabulary neither path handles fails with UnsupportedModelError naming its tokenizer model.
+Either way the result is saved as ordinary tokenizer files next to the converted weights, so
+later starts load it like any Hugging Face tokenizer.
 
 The pre-tokenizer (how text is split before BPE) is not in the vocabulary; llama.cpp names it in
 `tokenizer.ggml.pre`, and `_PRE_TOKENIZERS` reproduces llama.cpp's regexes for the names it knows.
@@ -22,6 +25,8 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers, processors
 from tokenizers.models import BPE
+
+from .errors import UnsupportedModelError
 
 # llama.cpp token types (llama_token_type): control tokens are special, user-defined ones are added whole.
 _CONTROL, _USER_DEFINED = 3, 4
@@ -132,9 +137,18 @@ def save_gguf_tokenizer(gguf_path: Path, metadata: Mapping[str, Any], out_dir: P
     else:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(
-            str(gguf_path.parent), gguf_file=gguf_path.name, local_files_only=True
-        )
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(
+                str(gguf_path.parent), gguf_file=gguf_path.name, local_files_only=True
+            )
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            # transformers' conversion raises bare errors; name the file and what it asked for.
+            kind, pre = metadata.get("tokenizer.ggml.model"), metadata.get("tokenizer.ggml.pre")
+            raise UnsupportedModelError(
+                f"{gguf_path.name}: cannot build its tokenizer (tokenizer.ggml.model {kind!r}, pre {pre!r}, "
+                f"architecture {metadata.get('general.architecture')!r}): neither the byte-level BPE path "
+                f"here nor transformers' GGUF conversion handles it ({exc})"
+            ) from exc
     tokenizer.save_pretrained(str(out_dir))
 
 

@@ -26,9 +26,11 @@ from pathlib import Path
 import gguf
 import numpy as np
 import torch
+from gguf.quants import quantize
 
 from .gguf_synth import add_vocabulary, llama_cpp_permute
 
+Q8_0 = gguf.GGMLQuantizationType.Q8_0
 _COMMON = {
     "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k",
@@ -135,14 +137,45 @@ def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module) -> dict[s
     return {}
 
 
-def write_family_gguf(path: Path, arch: str, model: torch.nn.Module) -> None:
-    """Write `model` (a transformers Mixtral, Phi-3, Gemma 2 or Gemma 3) as a GGUF of `arch`."""
+def write_family_gguf(path: Path, arch: str, model: torch.nn.Module, q8_0: tuple[str, ...] = ()) -> None:
+    """Write `model` (a transformers Mixtral, Phi-3, Gemma 2 or Gemma 3) as a GGUF of `arch`;
+    block tensors named `blk.N.<one of q8_0>.weight` are stored as Q8_0, the rest as F32."""
     w = gguf.GGUFWriter(path, arch=arch)
     extra = _write_keys(w, arch, model)
     add_vocabulary(w, "smollm")
     for name, tensor in {**_tensors(arch, model), **extra}.items():
-        w.add_tensor(name, np.ascontiguousarray(tensor.numpy(), dtype=np.float32))
+        array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
+        if name.startswith("blk.") and name.split(".")[2] in q8_0 and name.endswith(".weight"):
+            w.add_tensor(name, quantize(array, Q8_0), raw_dtype=Q8_0)
+        else:
+            w.add_tensor(name, array)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+SPM_PIECES = (
+    ["<pad>", "<eos>", "<bos>", "<unk>"]
+    + [f"<0x{b:02X}>" for b in range(256)]
+    + ["▁", "h", "e", "l", "o", "w", "r", "d", "▁h", "ll", "he", "▁he", "llo", "▁hello", "▁w", "or", "▁wor", "ld"]
+    + ["▁world"]
+)
+"""A tiny SentencePiece vocabulary: specials, the 256 byte-fallback pieces, then pieces best first."""
+
+
+def add_sentencepiece_vocabulary(w: gguf.GGUFWriter) -> None:
+    """`SPM_PIECES` with the keys `_set_vocab_sentencepiece` writes (tokenizer model `llama`,
+    scores, llama.cpp token types: control 3, unknown 2, byte 6, normal 1)."""
+    normal = len(SPM_PIECES) - 260
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(SPM_PIECES)
+    w.add_token_scores([0.0] * 260 + [-float(i) for i in range(normal)])
+    w.add_token_types([3, 3, 3, 2] + [6] * 256 + [1] * normal)
+    w.add_pad_token_id(0)
+    w.add_eos_token_id(1)
+    w.add_bos_token_id(2)
+    w.add_unk_token_id(3)
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(False)
