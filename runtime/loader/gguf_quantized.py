@@ -11,7 +11,9 @@ float32 copy, and a log line names the types.
 The repacked tensors are cached next to the float32 conversion (`cache_root("gguf-quantized")`,
 the same entry naming), as one safetensors file: `<name>.qdata`, `<name>.scales`,
 `<name>.offsets`, with each tensor's format in the metadata. Q/K rows are un-permuted as the
-float32 conversion does (the permutation moves whole rows, and rows quantize independently).
+float32 conversion does (the permutation moves whole rows, and rows quantize independently), and
+fused tensors (Phi-3's `attn_qkv`, `ffn_up`) are split into their parts' rows the same way, under
+the part names the model's fused layers are stacked from.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import logging
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -65,6 +68,30 @@ def _permute_rows(weight: QuantizedWeight, n_heads: int) -> QuantizedWeight:
     return weight.rows(order)
 
 
+def _unfused(hf: str, weight: QuantizedWeight, config: dict[str, Any]) -> list[tuple[str, QuantizedWeight]]:
+    """A fused checkpoint tensor (Phi-3's `qkv_proj`, `gate_up_proj`) as its parts' rows, under
+    the names the model's quantized layers look up; any other tensor as itself."""
+    heads, kv_heads, head_dim = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
+    fused = {
+        "self_attn.qkv_proj": (
+            ("q_proj", heads * head_dim),
+            ("k_proj", kv_heads * head_dim),
+            ("v_proj", kv_heads * head_dim),
+        ),
+        "mlp.gate_up_proj": (("gate_proj", config["intermediate_size"]), ("up_proj", config["intermediate_size"])),
+    }
+    parent, _, module = hf.removesuffix(".weight").rpartition(".")
+    parent, _, group = parent.rpartition(".")
+    parts = fused.get(f"{group}.{module}")
+    if parts is None or not hf.endswith(".weight"):
+        return [(hf, weight)]
+    out, start = [], 0
+    for part, rows in parts:
+        out.append((f"{parent}.{group}.{part}.weight", weight.rows(slice(start, start + rows))))
+        start += rows
+    return out
+
+
 def convert_quantized(gguf_path: Path, out_dir: Path) -> None:
     gf = GGUFFile.open(gguf_path)
     info, config = architecture_info(gf), gguf_to_hf_config(gf)
@@ -82,11 +109,11 @@ def convert_quantized(gguf_path: Path, out_dir: Path) -> None:
         block = _BLOCK.fullmatch(name)
         if info.permuted_qk and block and block[2] in heads:
             weight = _permute_rows(weight, heads[block[2]])
-        hf = hf_name(name, info)
-        formats[hf] = weight.format.name
-        tensors[f"{hf}.qdata"], tensors[f"{hf}.scales"] = weight.qdata.contiguous(), weight.scales.contiguous()
-        if weight.offsets is not None:
-            tensors[f"{hf}.offsets"] = weight.offsets.contiguous()
+        for hf, part in _unfused(hf_name(name, info), weight, config):
+            formats[hf] = part.format.name
+            tensors[f"{hf}.qdata"], tensors[f"{hf}.scales"] = part.qdata.contiguous(), part.scales.contiguous()
+            if part.offsets is not None:
+                tensors[f"{hf}.offsets"] = part.offsets.contiguous()
     save_file(
         tensors,
         str(out_dir / FILE),

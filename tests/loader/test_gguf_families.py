@@ -27,10 +27,12 @@ from sglang.ci.suites.model_harness import (
     run_schedule,
 )
 from sglang.ops.binding import restore, snapshot
+from sglang.ops.quant import QuantizedWeight
 from sglang.runtime.loader import gguf_source, open_model_source
 from sglang.runtime.loader.errors import UnsupportedModelError
 from sglang.runtime.loader.gguf_config import gguf_to_hf_config
 from sglang.runtime.loader.gguf_file import GGUFFile
+from sglang.runtime.loader.gguf_quantized import quantized_tensors
 from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.server_args import ServerArgs
 
@@ -205,3 +207,44 @@ def test_unknown_architecture_is_refused_by_name() -> None:
     gf = GGUFFile(Path("m.gguf"), {"general.architecture": "deepseek2"}, {})
     with pytest.raises(UnsupportedModelError, match="'deepseek2' is not supported"):
         gguf_to_hf_config(gf)
+
+
+def _phi3_q8_0(build, tmp_path: Path) -> tuple[torch.nn.Module, Path]:
+    hf_model, _ = build("phi3")
+    path = tmp_path / "phi3-q8.gguf"
+    write_family_gguf(path, "phi3", hf_model, q8_0=("attn_qkv", "ffn_up"))
+    return hf_model, path
+
+
+def test_phi3_fused_q8_0_tensors_are_kept_as_their_parts(build, tmp_path: Path) -> None:
+    """A Q8_0 `attn_qkv` / `ffn_up` is kept int8 as q/k/v and gate/up rows (the names the fused
+    layers are stacked from), each exactly the dense conversion's rows."""
+    hf_model, path = _phi3_q8_0(build, tmp_path)
+    kept = quantized_tensors(path, tmp_path / "kept")
+    dense = dict(open_model_source(path, "float32", cache_dir=tmp_path / "dense").weights())
+    assert len(kept) == 5 * hf_model.config.num_hidden_layers
+    parts = {"self_attn.qkv_proj": ("q_proj", "k_proj", "v_proj"), "mlp.gate_up_proj": ("gate_proj", "up_proj")}
+    for fused, names in parts.items():
+        group = fused.split(".")[0]
+        rows = torch.cat([kept[f"model.layers.1.{group}.{n}.weight"].dequantize() for n in names])
+        assert torch.equal(rows, dense[f"model.layers.1.{fused}.weight"]), fused
+
+
+@pytest.mark.slow
+def test_phi3_fused_q8_0_tensors_are_served_as_int8(build, tmp_path: Path, monkeypatch) -> None:
+    """Served with dtype auto (kept quantization), the fused layers hold the int8 weights, and the
+    logits equal the dense float32 load's (the cpu int8 path dequantizes exactly)."""
+    hf_model, path = _phi3_q8_0(build, tmp_path)
+    monkeypatch.setattr(gguf_source, "cache_root", lambda kind: tmp_path / kind)
+    saved = snapshot()
+    try:
+        served = load_model(ServerArgs(model_path=str(path), device="cpu", dtype="auto"))
+        reference = load_model(ServerArgs(model_path=str(path), device="cpu", dtype="float32"))
+        int8_layers = [m for m in served.model.modules() if isinstance(getattr(m, "weight", None), QuantizedWeight)]
+        assert len(int8_layers) == 2 * hf_model.config.num_hidden_layers
+        prompts = make_prompts(len(TOKENS))
+        ours = run_schedule(served.model, torch.device("cpu"), prompts, SCHEDULES["extend"]())
+        theirs = run_schedule(reference.model, torch.device("cpu"), prompts, SCHEDULES["extend"]())
+    finally:
+        restore(saved)
+    assert max_abs_error(ours, theirs) <= FP32_ATOL
