@@ -28,7 +28,7 @@ from sglang.ci.suites.model_harness import (
 )
 from sglang.ops.binding import restore, snapshot
 from sglang.ops.quant import QuantizedWeight
-from sglang.runtime.loader import gguf_source, open_model_source
+from sglang.runtime.loader import gguf_quantized, gguf_source, open_model_source
 from sglang.runtime.loader.errors import UnsupportedModelError
 from sglang.runtime.loader.gguf_config import gguf_to_hf_config
 from sglang.runtime.loader.gguf_file import GGUFFile
@@ -235,7 +235,8 @@ def test_phi3_fused_q8_0_tensors_are_served_as_int8(build, tmp_path: Path, monke
     """Served with dtype auto (kept quantization), the fused layers hold the int8 weights, and the
     logits equal the dense float32 load's (the cpu int8 path dequantizes exactly)."""
     hf_model, path = _phi3_q8_0(build, tmp_path)
-    monkeypatch.setattr(gguf_source, "cache_root", lambda kind: tmp_path / kind)
+    for module in (gguf_source, gguf_quantized):  # both conversions go to this test's folder
+        monkeypatch.setattr(module, "cache_root", lambda kind: tmp_path / kind)
     saved = snapshot()
     try:
         served = load_model(ServerArgs(model_path=str(path), device="cpu", dtype="auto"))
