@@ -8,7 +8,8 @@ A name the architecture maps without a `.weight` (gpt-oss's `self_attn.sinks`) d
 Experts: llama.cpp stacks them, `blk.N.ffn_{gate,up,down}_exps.{weight,bias}` `[E, out, in]`
 and `[E, out]` (or `ffn_gate_up_exps`, gate rows then up rows); each becomes one tensor per
 expert, `model.layers.N.mlp.experts.{e}.{gate,up,down}_proj.{weight,bias}`, the names
-per-expert Hugging Face checkpoints use and every MoE layer here loads.
+per-expert Hugging Face checkpoints use and every MoE layer here loads. Early Mixtral files
+(llama.cpp's LLM_TENSOR_FFN_*_EXP) already store one tensor per expert, `blk.N.ffn_gate.E.weight`.
 
 Architecture-specific: Gemma's converter stores every `*norm.weight` as `1 + w`
 (`ArchitectureInfo.norm_offset`), undone here; tensors that hold config values (Phi-3's
@@ -74,11 +75,15 @@ _STORED_DTYPES = {gguf.GGMLQuantizationType.MXFP4: torch.bfloat16}
 _UNSUFFIXED = frozenset({"self_attn.sinks"})
 """Hugging Face parameters named without `.weight` (GGUF always adds it)."""
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+_SPLIT_EXPERT = re.compile(r"blk\.(\d+)\.ffn_(gate|up|down)\.(\d+)\.weight")
+"""Early Mixtral GGUFs' one tensor per expert (llama.cpp's LLM_TENSOR_FFN_*_EXP, `ffn_gate.%d`)."""
 _GLOBAL = re.compile(r"(\w+)\.(weight|bias)")
 
 
 def hf_name(gguf_name: str, info: ArchitectureInfo) -> str:
     """The Hugging Face checkpoint name of a non-expert GGUF tensor; raises UnsupportedModelError if unknown."""
+    if m := _SPLIT_EXPERT.fullmatch(gguf_name):
+        return f"model.layers.{m[1]}.mlp.experts.{m[3]}.{m[2]}_proj.weight"
     if m := _BLOCK.fullmatch(gguf_name):
         if m[2] in info.block_names:
             name = info.block_names[m[2]]

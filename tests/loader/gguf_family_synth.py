@@ -137,13 +137,29 @@ def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module) -> dict[s
     return {}
 
 
-def write_family_gguf(path: Path, arch: str, model: torch.nn.Module, q8_0: tuple[str, ...] = ()) -> None:
+def _split_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Early Mixtral GGUFs' layout: `blk.N.ffn_gate.E.weight` per expert instead of `ffn_gate_exps`."""
+    out = {}
+    for name, tensor in tensors.items():
+        if name.startswith("blk.") and name.endswith("_exps.weight"):
+            _, layer, kind, _ = name.split(".")
+            out |= {f"blk.{layer}.{kind.removesuffix('_exps')}.{e}.weight": t for e, t in enumerate(tensor)}
+        else:
+            out[name] = tensor
+    return out
+
+
+def write_family_gguf(
+    path: Path, arch: str, model: torch.nn.Module, q8_0: tuple[str, ...] = (), split_experts: bool = False
+) -> None:
     """Write `model` (a transformers Mixtral, Phi-3, Gemma 2 or Gemma 3) as a GGUF of `arch`;
-    block tensors named `blk.N.<one of q8_0>.weight` are stored as Q8_0, the rest as F32."""
+    block tensors named `blk.N.<one of q8_0>.weight` are stored as Q8_0, the rest as F32;
+    `split_experts`: one tensor per expert, as early Mixtral files have them."""
     w = gguf.GGUFWriter(path, arch=arch)
     extra = _write_keys(w, arch, model)
     add_vocabulary(w, "smollm")
-    for name, tensor in {**_tensors(arch, model), **extra}.items():
+    tensors = _tensors(arch, model)
+    for name, tensor in {**(_split_experts(tensors) if split_experts else tensors), **extra}.items():
         array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
         if name.startswith("blk.") and name.split(".")[2] in q8_0 and name.endswith(".weight"):
             w.add_tensor(name, quantize(array, Q8_0), raw_dtype=Q8_0)

@@ -249,3 +249,16 @@ def test_phi3_fused_q8_0_tensors_are_served_as_int8(build, tmp_path: Path, monke
     finally:
         restore(saved)
     assert max_abs_error(ours, theirs) <= FP32_ATOL
+
+
+def test_early_mixtral_per_expert_tensors_load_like_stacked_ones(build, tmp_path: Path) -> None:
+    """Early Mixtral GGUFs store `blk.N.ffn_gate.E.weight` per expert (llama.cpp's
+    LLM_TENSOR_FFN_GATE_EXP); they convert to the same tensors as the stacked layout."""
+    hf_model, stacked_path = build("mixtral")
+    split_path = tmp_path / "mixtral-split.gguf"
+    write_family_gguf(split_path, "llama", hf_model, split_experts=True)
+    assert "blk.0.ffn_gate.3.weight" in GGUFFile.open(split_path).tensors
+    split = dict(open_model_source(split_path, "float32", cache_dir=tmp_path / "split").weights())
+    stacked = dict(open_model_source(stacked_path, "float32", cache_dir=tmp_path / "stacked").weights())
+    assert split.keys() == stacked.keys()
+    assert all(torch.equal(split[name], tensor) for name, tensor in stacked.items())
