@@ -65,9 +65,10 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
-SLOW = {"mixtral", "gemma3"}
-"""Their logit checks cost the most (transformers' first MoE build, seven Gemma 3 layers); their
-weights and config are checked by default, and Gemma 2 and Phi-3 logits share most of their code."""
+SLOW = {"mixtral", "gemma2", "gemma3"}
+"""Their logit checks cost the most (transformers' first MoE build, the Gemma layers); their
+weights and config are checked by default, as are the Gemma attention-scale and default rules, and
+Phi-3's logits run the shared GGUF path by default."""
 
 Built = tuple[torch.nn.Module, Path]
 
