@@ -17,6 +17,7 @@ the drafts before it; logit bias is the same for every row.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Protocol
 
 from sglang.runtime.scheduler.req import Req
@@ -75,11 +76,15 @@ class Speculator:
         self.config = config
         self.drafter = drafter
         self.lengths = AdaptiveDraftLength(config.max_drafts) if config.adaptive else None
+        self.last_draft_s = 0.0
+        """How long the last `draft` call took: part of the step it drafted for (a draft model
+        runs its own forward passes before the target's)."""
         logger.info("speculative decoding: %s", config.describe())
 
     def draft(self, reqs: list[Req]) -> list[list[int]]:
         """The drafts for each request's next step: never more than its remaining output allows
         (a verify step appends the accepted drafts plus one token), nor than its adaptive length."""
+        started = time.perf_counter()
         budgets = [min(self._max_drafts(r), r.max_new_tokens - len(r.output_ids) - 1) for r in reqs]
         wanted = [i for i, (r, b) in enumerate(zip(reqs, budgets)) if b >= 1 and drafts_allowed(r)]
         drafts: list[list[int]] = [[] for _ in reqs]
@@ -87,6 +92,7 @@ class Speculator:
             proposed = self.drafter.draft([reqs[i] for i in wanted], [budgets[i] for i in wanted])
             for i, draft in zip(wanted, proposed):
                 drafts[i] = draft[: budgets[i]]
+        self.last_draft_s = time.perf_counter() - started
         return drafts
 
     def _max_drafts(self, req: Req) -> int:

@@ -63,13 +63,15 @@ def verify_entries(entries: list[BatchEntry], row_map: RowMap, logits: torch.Ten
 
 
 def time_step(speculator: Speculator | None, entries: list[BatchEntry], seconds: float) -> None:
-    """A step of one decoding request (plain decode or verify) took `seconds`: what adaptive
-    draft lengths measure a drafted row's cost from (batched steps mix costs, so they are not)."""
+    """A step of one decoding request (plain decode or verify) took `seconds` in the target's
+    forward, after drafting for it took `speculator.last_draft_s`: together, what adaptive draft
+    lengths measure a drafted row's cost from (a draft model's passes are part of what a drafted
+    row costs; batched steps mix costs, so they are not timed)."""
     if speculator is None or speculator.lengths is None or len(entries) != 1:
         return
     e = entries[0]
     if e.samples and e.req.output_ids and e.extend == len(e.draft) + 1:
-        speculator.lengths.observe_step(e.extend, seconds)
+        speculator.lengths.observe_step(e.extend, seconds + speculator.last_draft_s)
 
 
 def count(totals: dict[str, int], req: Req, drafted: int, accepted: int) -> None:

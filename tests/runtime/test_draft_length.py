@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from collections import deque
 from collections.abc import Callable
 
 import pytest
+import torch
 
+from sglang.runtime.scheduler.batch import make_entry
+from sglang.runtime.scheduler.req import Req
+from sglang.runtime.speculative import verify_step
+from sglang.runtime.speculative.config import STANDALONE, SpeculativeConfig
 from sglang.runtime.speculative.draft_length import (
     LAST_PROBE,
     REFRESH_AFTER,
@@ -21,6 +27,9 @@ from sglang.runtime.speculative.draft_length import (
     best_length,
     expected_tokens,
 )
+from sglang.runtime.speculative.speculator import Speculator
+
+from .runtime_harness import make_request
 
 Acceptor = Callable[[int, int], int]
 """(step, drafts) -> how many of them the verify step accepts."""
@@ -158,3 +167,33 @@ def test_row_cost_is_timed_again_while_every_step_drafts() -> None:
     plain = [i for i, limit in enumerate(limits) if limit == 0]
     assert len(plain) >= 3 and {b - a for a, b in itertools.pairwise(plain)} == {REFRESH_AFTER + 1}, plain
     assert policy.cost.decode_s > 0.015, "the slower decode steps were timed"
+
+
+def test_drafting_time_counts_in_a_drafted_rows_cost() -> None:
+    """A draft model runs its own passes before the target's step: a drafted row costs those
+    too, so a drafter as slow as the target's decode step makes drafting pay nothing."""
+    config = SpeculativeConfig(STANDALONE, 5, 4, "draft", 1, 1, 1, 1, adaptive=True)
+    decode_s = 0.004
+
+    class DraftModelAsSlowAsTheTarget:
+        def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+            time.sleep(decode_s * max_tokens[0])
+            return [[7] * max_tokens[0]]
+
+        def release(self, req: Req) -> None:
+            pass
+
+    speculator = Speculator(config, DraftModelAsSlowAsTheTarget())
+    speculator.lengths = policy_at(0.05, cap=config.max_drafts)  # measured cheap so far: drafts
+    req = Req(make_request([1, 2, 3], max_new_tokens=64), frozenset(), 100, 512)
+    req.output_ids.append(5)
+    req.slots = torch.arange(len(req.fill_ids) - 1)  # decoding: every token but the last is cached
+    for _ in range(2):  # each shape's first step is a capture, then a timed one
+        speculator.last_draft_s = 0.0
+        verify_step.time_step(speculator, [make_entry(req, 1)], decode_s)
+    for _ in range(2):
+        entry = make_entry(req, 1)
+        entry.with_draft(speculator.draft([req])[0])
+        assert entry.draft
+        verify_step.time_step(speculator, [entry], decode_s)
+    assert speculator.lengths.cost.samples[-1] >= 0.9, list(speculator.lengths.cost.samples)
