@@ -26,6 +26,7 @@ The dict has no `torch_dtype` for quantized files (their original dtype is not r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,22 @@ _GEMMA_NORMS = {
     "post_ffw_norm": "post_feedforward_layernorm",
 }
 """gguf-py's names for Gemma 2/3's four norms around attention and MLP (tensor_mapping.py)."""
+
+_DEEPSEEK_NAMES = {
+    "attn_q_a": "self_attn.q_a_proj",
+    "attn_q_a_norm": "self_attn.q_a_layernorm",
+    "attn_q_b": "self_attn.q_b_proj",
+    "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
+    "attn_kv_a_norm": "self_attn.kv_a_layernorm",
+    "attn_kv_b": "self_attn.kv_b_proj",
+    "ffn_gate_inp": "mlp.gate",
+    "exp_probs_b": "mlp.gate.e_score_correction_bias",
+    "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
+    "ffn_up_shexp": "mlp.shared_experts.up_proj",
+    "ffn_down_shexp": "mlp.shared_experts.down_proj",
+}
+"""gguf-py's DeepSeek 2 names (tensor_mapping.py). Newer converters store `kv_b_proj` split into
+`attn_k_b` and `attn_v_b`; `gguf_tensors` joins them back."""
 
 ARCHITECTURES: dict[str, ArchitectureInfo] = {
     "llama": ArchitectureInfo("LlamaForCausalLM", "llama", permuted_qk=True, qkv_bias=None),
@@ -103,7 +120,22 @@ ARCHITECTURES: dict[str, ArchitectureInfo] = {
         window_period=6,
         norm_offset=1.0,
     ),
+    "deepseek2": ArchitectureInfo(
+        "DeepseekV2ForCausalLM",
+        "deepseek_v2",
+        permuted_qk=False,  # llama.cpp's DeepseekV2Model writes Hugging Face's rows unpermuted
+        qkv_bias=False,
+        block_names=_DEEPSEEK_NAMES,
+    ),
 }
+
+DEEPSEEK_V3 = dataclasses.replace(
+    ARCHITECTURES["deepseek2"], hf_class="DeepseekV3ForCausalLM", model_type="deepseek_v3"
+)
+"""llama.cpp writes V2 and V3 alike as `deepseek2`; V3 routes by sigmoid (`expert_gating_func` 2)."""
+
+_SIGMOID_GATING = 2
+"""gguf-py's ExpertGatingFuncType.SIGMOID (SOFTMAX is 1; a file without the key means softmax)."""
 
 MIXTRAL = ArchitectureInfo(
     "MixtralForCausalLM", "mixtral", permuted_qk=True, qkv_bias=None, block_names={"ffn_gate_inp": "mlp.gate"}
@@ -129,6 +161,8 @@ def architecture_info(gf: GGUFFile) -> ArchitectureInfo:
         )
     if arch == "llama" and gf.arch_value("expert_count"):
         return MIXTRAL
+    if arch == "deepseek2" and gf.arch_value("expert_gating_func") == _SIGMOID_GATING:
+        return DEEPSEEK_V3
     return ARCHITECTURES[arch]
 
 

@@ -32,6 +32,7 @@ that is undone on the tensors, not here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -161,10 +162,69 @@ def _gemma3(gf: GGUFFile, period: int, config: dict[str, Any]) -> dict[str, Any]
     return extra
 
 
+def _mscale_all_dim(log_multiplier: float) -> float:
+    """The converter writes `yarn_log_multiplier = 0.1 * mscale_all_dim`; llama.cpp's loader divides
+    it back out ([TAG_DEEPSEEK2_YARN_LOG_MUL_FIX] in convert_hf_to_gguf.py and llama-model.cpp).
+    Shifting the stored float32's shortest decimal spelling gives the config's value exactly
+    (0.0707 -> 0.707), where a float division would give 0.70699996."""
+    return float(Decimal(repr(clean_float(log_multiplier))).scaleb(1))
+
+
+def _mla_dims(gf: GGUFFile, rope_dims: int) -> tuple[int, int]:
+    """(qk_nope_head_dim, v_head_dim). Newer converters write MLA as MQA over the latent
+    (`key_length` = kv_lora + rope, `value_length` = kv_lora) and the real per-head dims as
+    `key_length_mla` / `value_length_mla`; older ones wrote the real dims as `key_length` /
+    `value_length` (llama.cpp's loader reads the `*_mla` keys when present, as here)."""
+    key = gf.arch_value("attention.key_length_mla") or gf.require("attention.key_length")
+    value = gf.arch_value("attention.value_length_mla") or gf.require("attention.value_length")
+    return int(key) - rope_dims, int(value)
+
+
+def _deepseek2(gf: GGUFFile, period: int, config: dict[str, Any]) -> dict[str, Any]:
+    rope_dims = int(gf.require("rope.dimension_count"))
+    nope, value = _mla_dims(gf, rope_dims)
+    sigmoid = config["model_type"] == "deepseek_v3"
+    groups = int(gf.arch_value("expert_group_count", 1))
+    # V2's softmax routing is group-limited only where the file records groups (newer converters).
+    softmax_method = "group_limited_greedy" if groups > 1 else "greedy"
+    extra: dict[str, Any] = {
+        # MLA keeps one latent per token; the Hugging Face config counts query heads (the file's 1 is MQA).
+        "num_key_value_heads": config["num_attention_heads"],
+        "head_dim": rope_dims,
+        "kv_lora_rank": int(gf.require("attention.kv_lora_rank")),
+        "q_lora_rank": int(q_rank) if (q_rank := gf.arch_value("attention.q_lora_rank")) else None,
+        "qk_rope_head_dim": rope_dims,
+        "qk_nope_head_dim": nope,
+        "v_head_dim": value,
+        "n_routed_experts": int(gf.require("expert_count")),
+        "num_experts_per_tok": int(gf.require("expert_used_count")),
+        "moe_intermediate_size": int(gf.require("expert_feed_forward_length")),
+        "n_shared_experts": int(gf.arch_value("expert_shared_count", 0)),
+        "first_k_dense_replace": int(gf.arch_value("leading_dense_block_count", 0)),
+        # Both written only when set: no scale means 1 (llama.cpp's scale_w false), no norm false.
+        "routed_scaling_factor": clean_float(gf.arch_value("expert_weights_scale", 1.0)),
+        "norm_topk_prob": bool(gf.arch_value("expert_weights_norm", False)),
+        "n_group": groups,
+        "topk_group": int(gf.arch_value("expert_group_used_count", 1)),
+        "topk_method": "noaux_tc" if sigmoid else softmax_method,
+        "scoring_func": "sigmoid" if sigmoid else "softmax",
+    }
+    scaling = config.get("rope_scaling")
+    log_multiplier = gf.arch_value("rope.scaling.yarn_log_multiplier")
+    if scaling is not None and scaling["rope_type"] == "yarn" and log_multiplier is not None:
+        mscale_all_dim = _mscale_all_dim(log_multiplier)
+        # The file has no `mscale`; llama.cpp (llama-context.cpp) takes it equal to mscale_all_dim,
+        # as every released DeepSeek config has it, so yarn's rotary magnitude factor is 1.
+        extra["rope_scaling"] = {**scaling, "mscale": mscale_all_dim, "mscale_all_dim": mscale_all_dim}
+    return extra
+
+
 FAMILY_CONFIGS: dict[str, FamilyConfig] = {
     "gpt_oss": _gpt_oss,
     "mixtral": _mixtral,
     "phi3": _phi3,
     "gemma2": _gemma2,
     "gemma3_text": _gemma3,
+    "deepseek_v2": _deepseek2,
+    "deepseek_v3": _deepseek2,
 }

@@ -13,6 +13,13 @@ convert_hf_to_gguf.py would, as read there (and gguf-py's tensor names, `tensor_
 - `gemma2` / `gemma3` (`Gemma2Model`, `Gemma3Model`): every `*norm.weight` stored plus one, no
   `lm_head`, key/value lengths; Gemma 2 its soft-caps and window, no rotary base; Gemma 3 the
   global rotary base and scaling, the window, the final soft-cap only if set.
+- `deepseek2` (DeepSeek V2 and V3, `DeepseekV2Model` and `TextModel.set_gguf_parameters`): MLA
+  written as MQA (one KV head, `key_length` = kv_lora + rope, `value_length` = kv_lora, the real
+  dims in `key_length_mla` / `value_length_mla`), `kv_b_proj` split per head into `attn_k_b`
+  (transposed) and `attn_v_b`, the expert and group counts, the gating function, shared experts,
+  leading dense blocks, the routed scale, the norm only when true, yarn with
+  `yarn_log_multiplier` = 0.1 * mscale_all_dim. `legacy_mla`: as converters before llama.cpp's
+  MLA split wrote it (real KV heads and head dims, one `attn_kv_b`, no `*_mla`, group or gating keys).
 
 Every tensor is F32, with the byte-level BPE vocabulary of `gguf_synth` (real Gemma and Phi-3
 files carry SentencePiece vocabularies; the tokenizer is not what these files test).
@@ -51,6 +58,20 @@ _BLOCK_NAMES = {
         "mlp.gate_up_proj": "ffn_up",
         "post_attention_layernorm": "ffn_norm",
     },
+    "deepseek2": {
+        **_COMMON,
+        "post_attention_layernorm": "ffn_norm",
+        "self_attn.q_a_proj": "attn_q_a",
+        "self_attn.q_a_layernorm": "attn_q_a_norm",
+        "self_attn.q_b_proj": "attn_q_b",
+        "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa",
+        "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+        "self_attn.kv_b_proj": "attn_kv_b",
+        "mlp.gate": "ffn_gate_inp",
+        "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+        "mlp.shared_experts.up_proj": "ffn_up_shexp",
+        "mlp.shared_experts.down_proj": "ffn_down_shexp",
+    },
     "gemma": {
         **_COMMON,
         "post_attention_layernorm": "post_attention_norm",
@@ -60,7 +81,14 @@ _BLOCK_NAMES = {
 }
 
 
-def _tensors(arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def _split_kv_b(kv_b: torch.Tensor, config) -> tuple[torch.Tensor, torch.Tensor]:
+    """`DeepseekV2Model.modify_tensors`: per head, the nope rows (transposed) and the v rows."""
+    heads, nope, value = config.num_attention_heads, config.qk_nope_head_dim, config.v_head_dim
+    k_b, v_b = kv_b.view(heads, nope + value, kv_b.shape[-1]).split([nope, value], dim=1)
+    return k_b.transpose(1, 2), v_b
+
+
+def _tensors(arch: str, model: torch.nn.Module, legacy_mla: bool = False) -> dict[str, torch.Tensor]:
     config = model.config
     state = {name: t.detach().float() for name, t in model.state_dict().items()}
     names = _BLOCK_NAMES["gemma" if arch.startswith("gemma") else arch]
@@ -74,7 +102,7 @@ def _tensors(arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
                 continue
             module, _, kind = name[len(prefix) :].rpartition(".")
             if module == "mlp.experts":  # transformers' stacked experts: gate_up [E, 2I, H], down [E, H, I]
-                width = config.intermediate_size
+                width = tensor.shape[1] // 2
                 if kind == "gate_up_proj":
                     out[f"blk.{i}.ffn_gate_exps.weight"] = tensor[:, :width]
                     out[f"blk.{i}.ffn_up_exps.weight"] = tensor[:, width:]
@@ -84,13 +112,56 @@ def _tensors(arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
             if arch == "llama" and module in ("self_attn.q_proj", "self_attn.k_proj"):
                 heads = config.num_attention_heads if module == "self_attn.q_proj" else config.num_key_value_heads
                 tensor = llama_cpp_permute(tensor, heads)
+            if kind == "e_score_correction_bias":  # gguf-py maps `mlp.gate.e_score_correction` + `.bias`
+                out[f"blk.{i}.exp_probs_b.bias"] = tensor
+                continue
+            if module == "self_attn.kv_b_proj" and not legacy_mla:
+                out[f"blk.{i}.attn_k_b.weight"], out[f"blk.{i}.attn_v_b.weight"] = _split_kv_b(tensor, config)
+                continue
             out[f"blk.{i}.{names[module]}.{kind}"] = tensor
     if arch.startswith("gemma"):
         out = {name: t + 1 if name.endswith("norm.weight") else t for name, t in out.items()}
     return out
 
 
-def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def _write_deepseek_keys(w: gguf.GGUFWriter, c, legacy_mla: bool) -> None:
+    rope = c.rope_parameters
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rope["factor"])
+    w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_beta_fast(rope["beta_fast"])
+    w.add_rope_scaling_yarn_beta_slow(rope["beta_slow"])
+    w.add_rope_freq_base(rope["rope_theta"])
+    w.add_expert_count(c.n_routed_experts)
+    w.add_expert_used_count(c.num_experts_per_tok)
+    if not legacy_mla:
+        w.add_expert_group_count(c.n_group)
+        w.add_expert_group_used_count(c.topk_group)
+        v3 = c.model_type == "deepseek_v3"
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if v3 else gguf.ExpertGatingFuncType.SOFTMAX)
+    w.add_leading_dense_block_count(c.first_k_dense_replace)
+    w.add_vocab_size(c.vocab_size)
+    if c.q_lora_rank is not None:
+        w.add_q_lora_rank(c.q_lora_rank)
+    w.add_kv_lora_rank(c.kv_lora_rank)
+    if legacy_mla:
+        w.add_key_length(c.qk_nope_head_dim + c.qk_rope_head_dim)
+        w.add_value_length(c.v_head_dim)
+    else:
+        w.add_key_length(c.kv_lora_rank + c.qk_rope_head_dim)
+        w.add_value_length(c.kv_lora_rank)
+        w.add_key_length_mla(c.qk_nope_head_dim + c.qk_rope_head_dim)
+        w.add_value_length_mla(c.v_head_dim)
+    w.add_expert_feed_forward_length(c.moe_intermediate_size)
+    w.add_expert_shared_count(c.n_shared_experts)
+    w.add_expert_weights_scale(c.routed_scaling_factor)
+    if c.norm_topk_prob:
+        w.add_expert_weights_norm(True)
+    w.add_rope_dimension_count(c.qk_rope_head_dim)
+    w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
+
+
+def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module, legacy_mla: bool) -> dict[str, torch.Tensor]:
     """The converter's metadata for `arch`; returns the extra tensors it generates (Phi-3's factors)."""
     c = model.config
     rope = c.rope_parameters
@@ -99,8 +170,12 @@ def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module) -> dict[s
     w.add_block_count(c.num_hidden_layers)
     w.add_feed_forward_length(c.intermediate_size)
     w.add_head_count(c.num_attention_heads)
-    w.add_head_count_kv(c.num_key_value_heads)
+    # deepseek2 MLA is written as MQA: one KV head.
+    w.add_head_count_kv(1 if arch == "deepseek2" and not legacy_mla else c.num_key_value_heads)
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    if arch == "deepseek2":
+        _write_deepseek_keys(w, c, legacy_mla)
+        return {}
     if arch == "llama":
         w.add_rope_freq_base(rope["rope_theta"])
         w.add_rope_dimension_count(getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
@@ -150,15 +225,21 @@ def _split_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def write_family_gguf(
-    path: Path, arch: str, model: torch.nn.Module, q8_0: tuple[str, ...] = (), split_experts: bool = False
+    path: Path,
+    arch: str,
+    model: torch.nn.Module,
+    q8_0: tuple[str, ...] = (),
+    split_experts: bool = False,
+    legacy_mla: bool = False,
 ) -> None:
-    """Write `model` (a transformers Mixtral, Phi-3, Gemma 2 or Gemma 3) as a GGUF of `arch`;
-    block tensors named `blk.N.<one of q8_0>.weight` are stored as Q8_0, the rest as F32;
-    `split_experts`: one tensor per expert, as early Mixtral files have them."""
+    """Write `model` (a transformers Mixtral, Phi-3, Gemma 2, Gemma 3 or DeepSeek V2/V3) as a GGUF
+    of `arch`; block tensors named `blk.N.<one of q8_0>.weight` are stored as Q8_0, the rest as
+    F32; `split_experts`: one tensor per expert, as early Mixtral files have them; `legacy_mla`:
+    DeepSeek as converters before the MLA split wrote it."""
     w = gguf.GGUFWriter(path, arch=arch)
-    extra = _write_keys(w, arch, model)
+    extra = _write_keys(w, arch, model, legacy_mla)
     add_vocabulary(w, "smollm")
-    tensors = _tensors(arch, model)
+    tensors = _tensors(arch, model, legacy_mla)
     for name, tensor in {**(_split_experts(tensors) if split_experts else tensors), **extra}.items():
         array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
         if name.startswith("blk.") and name.split(".")[2] in q8_0 and name.endswith(".weight"):

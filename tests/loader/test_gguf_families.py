@@ -1,4 +1,4 @@
-"""Mixtral, Phi-3, Gemma 2 and Gemma 3 from GGUF, at logit parity with transformers.
+"""Mixtral, Phi-3, Gemma 2, Gemma 3 and DeepSeek V2/V3 from GGUF, at logit parity with transformers.
 
 Each tiny random model (the model-parity specs, adjusted to what a GGUF can say: see `FAMILIES`)
 is written at test time as llama.cpp's converter writes it (`gguf_family_synth`), loaded the way
@@ -17,6 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from sglang.ci.suites.model_harness import (
+    DEEPSEEK,
     FP32_ATOL,
     SCHEDULES,
     SPECS_BY_NAME,
@@ -40,6 +41,8 @@ from .gguf_family_synth import write_family_gguf
 from .gguf_synth import TOKENS
 
 _GEMMA3_LAYERS = ["sliding_attention"] * 5 + ["full_attention", "sliding_attention"]
+_DEEPSEEK_ROPE = {**DEEPSEEK["rope_parameters"], "mscale": DEEPSEEK["rope_parameters"]["mscale_all_dim"]}
+"""The file keeps only mscale_all_dim (`yarn_log_multiplier`); llama.cpp takes mscale equal to it."""
 
 FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     # name: (model-parity spec, GGUF architecture, overrides)
@@ -62,13 +65,15 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
             },
         },
     ),
+    "deepseek-v2": ("deepseek-v2-mla", "deepseek2", {"rope_parameters": _DEEPSEEK_ROPE}),
+    "deepseek-v3": ("deepseek-v3-mla", "deepseek2", {"rope_parameters": _DEEPSEEK_ROPE}),
 }
 
 
-SLOW = {"mixtral", "gemma2", "gemma3"}
+SLOW = {"mixtral", "gemma2", "gemma3", "deepseek-v2"}
 """Their logit checks cost the most (transformers' first MoE build, the Gemma layers); their
 weights and config are checked by default, as are the Gemma attention-scale and default rules, and
-Phi-3's logits run the shared GGUF path by default."""
+Phi-3's and DeepSeek V3's logits run the shared GGUF and MLA paths by default."""
 
 Built = tuple[torch.nn.Module, Path]
 
@@ -97,14 +102,15 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
 def test_weights_equal_the_transformers_ones(name: str, build, tmp_path: Path) -> None:
     """The converted tensors, by Hugging Face name, are transformers' own: Gemma's norms lose the
     converter's +1, Phi-3's fused tensors keep their row order, Mixtral's Q/K are
-    un-permuted and its experts split per expert (restacked here to compare)."""
+    un-permuted, DeepSeek's `kv_b_proj` is joined from `attn_k_b` and `attn_v_b`, and experts are
+    split per expert (restacked here to compare)."""
     hf_model, gguf_path = build(name)
     ours = dict(open_model_source(gguf_path, "float32", cache_dir=tmp_path).weights())
     theirs = {
         k: v for k, v in hf_model.state_dict().items() if not (k == "lm_head.weight" and name.startswith("gemma"))
     }
     for key in [k for k in theirs if k.endswith("mlp.experts.gate_up_proj")]:
-        layer, experts = key.removesuffix(".gate_up_proj"), range(hf_model.config.num_local_experts)
+        layer, experts = key.removesuffix(".gate_up_proj"), range(theirs[key].shape[0])
         gate_up = [
             torch.cat([ours.pop(f"{layer}.{e}.gate_proj.weight"), ours.pop(f"{layer}.{e}.up_proj.weight")])
             for e in experts
@@ -160,6 +166,44 @@ def test_config_comes_from_the_gguf_metadata(name: str, build, tmp_path: Path) -
     if name == "gemma3":
         assert config["rope_local_base_freq"] == 10000.0
         assert config["rope_scaling"] == {"rope_type": "linear", "factor": 2.0}
+    if name.startswith("deepseek"):
+        _assert_deepseek_config(config, expected)
+
+
+_DEEPSEEK_KEYS = (
+    "num_key_value_heads",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "intermediate_size",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "routed_scaling_factor",
+    "norm_topk_prob",
+    "n_group",
+    "topk_group",
+)
+
+
+def _assert_deepseek_config(config: dict[str, Any], expected: Any) -> None:
+    """MLA dims, routing and yarn as the transformers config has them (the file says one KV head)."""
+    for key in _DEEPSEEK_KEYS:
+        assert config[key] == getattr(expected, key), key
+    v3 = expected.model_type == "deepseek_v3"
+    assert config["topk_method"] == ("noaux_tc" if v3 else expected.topk_method)
+    assert config["scoring_func"] == ("sigmoid" if v3 else "softmax")
+    rope = expected.rope_parameters
+    assert config["rope_scaling"] == {
+        "rope_type": "yarn",
+        **{k: rope[k] for k in ("factor", "original_max_position_embeddings", "mscale", "mscale_all_dim")},
+        "beta_fast": rope["beta_fast"],
+        "beta_slow": rope["beta_slow"],
+    }
 
 
 def _gemma_metadata(arch: str, layers: int, **extra: Any) -> GGUFFile:
@@ -205,8 +249,8 @@ def test_gemma_defaults_follow_llama_cpp() -> None:
 
 
 def test_unknown_architecture_is_refused_by_name() -> None:
-    gf = GGUFFile(Path("m.gguf"), {"general.architecture": "deepseek2"}, {})
-    with pytest.raises(UnsupportedModelError, match="'deepseek2' is not supported"):
+    gf = GGUFFile(Path("m.gguf"), {"general.architecture": "mamba"}, {})
+    with pytest.raises(UnsupportedModelError, match="'mamba' is not supported"):
         gguf_to_hf_config(gf)
 
 
@@ -263,3 +307,20 @@ def test_early_mixtral_per_expert_tensors_load_like_stacked_ones(build, tmp_path
     stacked = dict(open_model_source(stacked_path, "float32", cache_dir=tmp_path / "stacked").weights())
     assert split.keys() == stacked.keys()
     assert all(torch.equal(split[name], tensor) for name, tensor in stacked.items())
+
+
+def test_deepseek_unsplit_kv_b_files_load_like_split_ones(build, tmp_path: Path) -> None:
+    """Files from converters before llama.cpp's MLA split (one `attn_kv_b`, the real KV heads and
+    head dims as `key_length` / `value_length`, no group or gating keys) give the same tensors,
+    and the same config but for routing they cannot state: V2 without groups is plain greedy."""
+    hf_model, split_path = build("deepseek-v2")
+    legacy_path = tmp_path / "deepseek-v2-legacy.gguf"
+    write_family_gguf(legacy_path, "deepseek2", hf_model, legacy_mla=True)
+    assert "blk.0.attn_kv_b.weight" in GGUFFile.open(legacy_path).tensors
+    legacy = open_model_source(legacy_path, "float32", cache_dir=tmp_path / "legacy")
+    split = open_model_source(split_path, "float32", cache_dir=tmp_path / "split")
+    legacy_weights, split_weights = dict(legacy.weights()), dict(split.weights())
+    assert legacy_weights.keys() == split_weights.keys()
+    assert all(torch.equal(legacy_weights[name], tensor) for name, tensor in split_weights.items())
+    routing = {"topk_method": "greedy", "n_group": 1, "topk_group": 1}
+    assert legacy.config == {**split.config, **routing}
