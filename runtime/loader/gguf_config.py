@@ -4,7 +4,8 @@ llama.cpp stores hyperparameters under `{architecture}.*` keys; this maps them o
 Hugging Face config.json of the same model has, so the rest of the runtime sees one config format
 whatever the checkpoint. Supported GGUF architectures are those in `ARCHITECTURES` (llama.cpp
 converts Mistral 7B-style models to `llama`, so they load as LlamaForCausalLM, and Mixtral to
-`llama` with `expert_count`, loaded as MixtralForCausalLM); anything else fails with
+`llama` with `expert_count`, loaded as MixtralForCausalLM, and DeepSeek V2 and V3 both to
+`deepseek2`, told apart by the gating function); anything else fails with
 UnsupportedModelError naming the architecture. What each family adds (experts, windows, soft-caps,
 long-rope factors, the constants llama.cpp assumes) is in `gguf_families`.
 

@@ -24,6 +24,17 @@ rules and where they come from:
   `rope.scaling.*` applies to global layers only); the file's `rope.freq_base` is the global
   layers'. No window key (or 0): no windowed layers. Final soft-cap only if stored. Attention
   scale as Gemma 2, with the 27B at 62 layers.
+- DeepSeek V2/V3 (`deepseek2`, convert_hf_to_gguf.py's `DeepseekV2Model`, llama-model.cpp's
+  deepseek2 hparams): MLA written as MQA, so the config's KV heads are the query heads and the
+  head dims come from `key_length_mla` / `value_length_mla` (older files: `key_length` /
+  `value_length`); `kv_lora_rank`, optional `q_lora_rank`; experts, shared experts
+  (`expert_shared_count`), leading dense blocks, `expert_weights_scale` (absent: 1) and
+  `expert_weights_norm` (written only when true). `expert_gating_func` sigmoid (2) is V3's
+  `noaux_tc` with the selection bias `exp_probs_b`; softmax (1, or no key, as llama.cpp assumes
+  for early V2 files) is V2's, group-limited where `expert_group_count` > 1 (files before
+  the group keys route greedily, as llama.cpp then did). Yarn's `mscale_all_dim` is
+  `yarn_log_multiplier / 0.1`, and `mscale` equals it (llama-context.cpp's assumption, true of
+  every released config). The multi-token-prediction layers are not in the file (`skip_mtp`).
 
 The Gemma converters also store every `*norm.weight` plus one (`ArchitectureInfo.norm_offset`):
 that is undone on the tensors, not here.
