@@ -5,7 +5,7 @@ Hugging Face config.json of the same model has, so the rest of the runtime sees 
 whatever the checkpoint. Supported GGUF architectures are those in `ARCHITECTURES` (llama.cpp
 converts Mistral 7B-style models to `llama`, so they load as LlamaForCausalLM, and Mixtral to
 `llama` with `expert_count`, loaded as MixtralForCausalLM, and DeepSeek V2 and V3 both to
-`deepseek2`, told apart by the gating function); anything else fails with
+`deepseek2`, told apart by the gating function, and GLM-4.5/4.6 to `glm4moe`); anything else fails with
 UnsupportedModelError naming the architecture. What each family adds (experts, windows, soft-caps,
 long-rope factors, the constants llama.cpp assumes) is in `gguf_families`.
 
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UnsupportedModelError
+from .gguf_deepseek_families import DEEPSEEK_FAMILY_CONFIGS
 from .gguf_families import FAMILY_CONFIGS, clean_float
 from .gguf_file import GGUFFile
 
@@ -75,8 +76,8 @@ _DEEPSEEK_NAMES = {
     "ffn_up_shexp": "mlp.shared_experts.up_proj",
     "ffn_down_shexp": "mlp.shared_experts.down_proj",
 }
-"""gguf-py's DeepSeek 2 names (tensor_mapping.py). Newer converters store `kv_b_proj` split into
-`attn_k_b` and `attn_v_b`; `gguf_tensors` joins them back."""
+"""gguf-py's DeepSeek 2 names (tensor_mapping.py), the MoE ones shared by GLM-4-MoE. Newer
+converters store `kv_b_proj` split into `attn_k_b` and `attn_v_b`; `gguf_tensors` joins them back."""
 
 ARCHITECTURES: dict[str, ArchitectureInfo] = {
     "llama": ArchitectureInfo("LlamaForCausalLM", "llama", permuted_qk=True, qkv_bias=None),
@@ -127,6 +128,14 @@ ARCHITECTURES: dict[str, ArchitectureInfo] = {
         permuted_qk=False,  # llama.cpp's DeepseekV2Model writes Hugging Face's rows unpermuted
         qkv_bias=False,
         block_names=_DEEPSEEK_NAMES,
+    ),
+    "glm4moe": ArchitectureInfo(
+        "Glm4MoeForCausalLM",
+        "glm4_moe",
+        permuted_qk=False,  # NEOX rotary: Glm4MoeModel keeps Hugging Face's row order
+        qkv_bias=None,
+        # gguf-py maps GLM4_MOE's post_attention_layernorm to ATTN_POST_NORM, not FFN_NORM.
+        block_names={**_DEEPSEEK_NAMES, "post_attention_norm": "post_attention_layernorm"},
     ),
 }
 
@@ -208,7 +217,7 @@ def gguf_to_hf_config(gf: GGUFFile) -> dict[str, Any]:
     dtype = _UNQUANTIZED_FILE_TYPES.get(gf.metadata.get("general.file_type", -1))
     if dtype is not None:
         config["torch_dtype"] = dtype
-    family = FAMILY_CONFIGS.get(info.model_type)
+    family = (FAMILY_CONFIGS | DEEPSEEK_FAMILY_CONFIGS).get(info.model_type)
     if family is not None:
         config.update(family(gf, info.window_period or 0, config))
     return config

@@ -6,6 +6,7 @@ record them, the constants llama.cpp's loader (`llama-model.cpp`, `load_hparams`
 rules and where they come from:
 
 - gpt-oss: see `gguf_config`'s module docstring.
+- DeepSeek V2/V3 and GLM-4-MoE: see `gguf_deepseek_families`.
 - Mixtral (llama.cpp's `llama` with `expert_count`): experts and their width
   (`expert_feed_forward_length`, else `feed_forward_length`), the optional window.
 - Phi-3 (`phi3`): `rope.dimension_count` rotary dims of a `hidden / heads` head (partial rotary);
@@ -24,17 +25,6 @@ rules and where they come from:
   `rope.scaling.*` applies to global layers only); the file's `rope.freq_base` is the global
   layers'. No window key (or 0): no windowed layers. Final soft-cap only if stored. Attention
   scale as Gemma 2, with the 27B at 62 layers.
-- DeepSeek V2/V3 (`deepseek2`, convert_hf_to_gguf.py's `DeepseekV2Model`, llama-model.cpp's
-  deepseek2 hparams): MLA written as MQA, so the config's KV heads are the query heads and the
-  head dims come from `key_length_mla` / `value_length_mla` (older files: `key_length` /
-  `value_length`); `kv_lora_rank`, optional `q_lora_rank`; experts, shared experts
-  (`expert_shared_count`), leading dense blocks, `expert_weights_scale` (absent: 1) and
-  `expert_weights_norm` (written only when true). `expert_gating_func` sigmoid (2) is V3's
-  `noaux_tc` with the selection bias `exp_probs_b`; softmax (1, or no key, as llama.cpp assumes
-  for early V2 files) is V2's, group-limited where `expert_group_count` > 1 (files before
-  the group keys route greedily, as llama.cpp then did). Yarn's `mscale_all_dim` is
-  `yarn_log_multiplier / 0.1`, and `mscale` equals it (llama-context.cpp's assumption, true of
-  every released config). The multi-token-prediction layers are not in the file (`skip_mtp`).
 
 The Gemma converters also store every `*norm.weight` plus one (`ArchitectureInfo.norm_offset`):
 that is undone on the tensors, not here.
@@ -43,7 +33,6 @@ that is undone on the tensors, not here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -173,69 +162,10 @@ def _gemma3(gf: GGUFFile, period: int, config: dict[str, Any]) -> dict[str, Any]
     return extra
 
 
-def _mscale_all_dim(log_multiplier: float) -> float:
-    """The converter writes `yarn_log_multiplier = 0.1 * mscale_all_dim`; llama.cpp's loader divides
-    it back out ([TAG_DEEPSEEK2_YARN_LOG_MUL_FIX] in convert_hf_to_gguf.py and llama-model.cpp).
-    Shifting the stored float32's shortest decimal spelling gives the config's value exactly
-    (0.0707 -> 0.707), where a float division would give 0.70699996."""
-    return float(Decimal(repr(clean_float(log_multiplier))).scaleb(1))
-
-
-def _mla_dims(gf: GGUFFile, rope_dims: int) -> tuple[int, int]:
-    """(qk_nope_head_dim, v_head_dim). Newer converters write MLA as MQA over the latent
-    (`key_length` = kv_lora + rope, `value_length` = kv_lora) and the real per-head dims as
-    `key_length_mla` / `value_length_mla`; older ones wrote the real dims as `key_length` /
-    `value_length` (llama.cpp's loader reads the `*_mla` keys when present, as here)."""
-    key = gf.arch_value("attention.key_length_mla") or gf.require("attention.key_length")
-    value = gf.arch_value("attention.value_length_mla") or gf.require("attention.value_length")
-    return int(key) - rope_dims, int(value)
-
-
-def _deepseek2(gf: GGUFFile, period: int, config: dict[str, Any]) -> dict[str, Any]:
-    rope_dims = int(gf.require("rope.dimension_count"))
-    nope, value = _mla_dims(gf, rope_dims)
-    sigmoid = config["model_type"] == "deepseek_v3"
-    groups = int(gf.arch_value("expert_group_count", 1))
-    # V2's softmax routing is group-limited only where the file records groups (newer converters).
-    softmax_method = "group_limited_greedy" if groups > 1 else "greedy"
-    extra: dict[str, Any] = {
-        # MLA keeps one latent per token; the Hugging Face config counts query heads (the file's 1 is MQA).
-        "num_key_value_heads": config["num_attention_heads"],
-        "head_dim": rope_dims,
-        "kv_lora_rank": int(gf.require("attention.kv_lora_rank")),
-        "q_lora_rank": int(q_rank) if (q_rank := gf.arch_value("attention.q_lora_rank")) else None,
-        "qk_rope_head_dim": rope_dims,
-        "qk_nope_head_dim": nope,
-        "v_head_dim": value,
-        "n_routed_experts": int(gf.require("expert_count")),
-        "num_experts_per_tok": int(gf.require("expert_used_count")),
-        "moe_intermediate_size": int(gf.require("expert_feed_forward_length")),
-        "n_shared_experts": int(gf.arch_value("expert_shared_count", 0)),
-        "first_k_dense_replace": int(gf.arch_value("leading_dense_block_count", 0)),
-        # Both written only when set: no scale means 1 (llama.cpp's scale_w false), no norm false.
-        "routed_scaling_factor": clean_float(gf.arch_value("expert_weights_scale", 1.0)),
-        "norm_topk_prob": bool(gf.arch_value("expert_weights_norm", False)),
-        "n_group": groups,
-        "topk_group": int(gf.arch_value("expert_group_used_count", 1)),
-        "topk_method": "noaux_tc" if sigmoid else softmax_method,
-        "scoring_func": "sigmoid" if sigmoid else "softmax",
-    }
-    scaling = config.get("rope_scaling")
-    log_multiplier = gf.arch_value("rope.scaling.yarn_log_multiplier")
-    if scaling is not None and scaling["rope_type"] == "yarn" and log_multiplier is not None:
-        mscale_all_dim = _mscale_all_dim(log_multiplier)
-        # The file has no `mscale`; llama.cpp (llama-context.cpp) takes it equal to mscale_all_dim,
-        # as every released DeepSeek config has it, so yarn's rotary magnitude factor is 1.
-        extra["rope_scaling"] = {**scaling, "mscale": mscale_all_dim, "mscale_all_dim": mscale_all_dim}
-    return extra
-
-
 FAMILY_CONFIGS: dict[str, FamilyConfig] = {
     "gpt_oss": _gpt_oss,
     "mixtral": _mixtral,
     "phi3": _phi3,
     "gemma2": _gemma2,
     "gemma3_text": _gemma3,
-    "deepseek_v2": _deepseek2,
-    "deepseek_v3": _deepseek2,
 }

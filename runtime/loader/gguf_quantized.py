@@ -36,7 +36,7 @@ from .cache import cache_root, entry_name, publish
 from .errors import MissingFileError
 from .gguf_config import architecture_info, gguf_to_hf_config
 from .gguf_file import GGUFFile
-from .gguf_tensors import _BLOCK, hf_name, is_stacked_experts, unpermute_qk
+from .gguf_tensors import _BLOCK, hf_name, is_converted, is_stacked_experts, unpermute_qk
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,8 @@ def convert_quantized(gguf_path: Path, out_dir: Path) -> None:
     formats: dict[str, str] = {}
     dequantized: Counter[str] = Counter()
     for name, t in gf.tensors.items():
+        if not is_converted(gf, info, name):
+            continue
         # Only matrices are Linear weights: not stacked experts, nor DeepSeek's per-head `attn_k_b`/`attn_v_b`.
         if t.tensor_type not in KEPT or is_stacked_experts(name) or len(t.shape) != 2:
             if t.tensor_type not in DENSE_TYPES:

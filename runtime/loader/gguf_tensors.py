@@ -11,6 +11,8 @@ expert, `model.layers.N.mlp.experts.{e}.{gate,up,down}_proj.{weight,bias}`, the 
 per-expert Hugging Face checkpoints use and every MoE layer here loads. Early Mixtral files
 (llama.cpp's LLM_TENSOR_FFN_*_EXP) already store one tensor per expert, `blk.N.ffn_gate.E.weight`.
 
+Multi-token-prediction layers (GLM-4-MoE's `nextn_predict_layers`) are not converted.
+
 Architecture-specific: Gemma's converter stores every `*norm.weight` as `1 + w`
 (`ArchitectureInfo.norm_offset`), undone here; tensors that hold config values (Phi-3's
 `rope_factors_long/short`, `ArchitectureInfo.config_tensors`) are read by the config, not converted.
@@ -78,6 +80,21 @@ _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _SPLIT_EXPERT = re.compile(r"blk\.(\d+)\.ffn_(gate|up|down)\.(\d+)\.weight")
 """Early Mixtral GGUFs' one tensor per expert (llama.cpp's LLM_TENSOR_FFN_*_EXP, `ffn_gate.%d`)."""
 _GLOBAL = re.compile(r"(\w+)\.(weight|bias)")
+
+
+_ANY_BLOCK = re.compile(r"blk\.(\d+)\.")
+
+
+def is_converted(gf: GGUFFile, info: ArchitectureInfo, gguf_name: str) -> bool:
+    """Whether the tensor becomes Hugging Face weights: not one holding config values (Phi-3's
+    long-rope factors), nor one of the multi-token-prediction layers that GLM-4-MoE files keep
+    past the transformer layers (`nextn_predict_layers` of `block_count`; llama.cpp's graph skips
+    them, and plain decoding does not use them)."""
+    if gguf_name in info.config_tensors:
+        return False
+    block = _ANY_BLOCK.match(gguf_name)
+    mtp_layers = int(gf.arch_value("nextn_predict_layers", 0))
+    return not (block and mtp_layers and int(block[1]) >= int(gf.require("block_count")) - mtp_layers)
 
 
 def hf_name(gguf_name: str, info: ArchitectureInfo) -> str:
@@ -159,7 +176,7 @@ def tensor_specs(gf: GGUFFile, info: ArchitectureInfo) -> list[TensorSpec]:
 
     specs = []
     for name, t in gf.tensors.items():
-        if name in info.config_tensors:
+        if not is_converted(gf, info, name):
             continue
         dtype = _STORED_DTYPES.get(t.tensor_type, torch.float32)
         pieces = _hf_tensors_of_file(name, meta(name), info, meta)
@@ -180,7 +197,7 @@ def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]
     """Yield `(hf_name, tensor)` for every tensor of `gf` as `tensor_specs` lists them, dequantized and un-permuted."""
     heads = {"attn_q": config["num_attention_heads"], "attn_k": config["num_key_value_heads"]}
     for name, t in gf.tensors.items():
-        if name in info.config_tensors:
+        if not is_converted(gf, info, name):
             continue
         tensor = _dequantized(gf, name)
         block = _BLOCK.fullmatch(name)

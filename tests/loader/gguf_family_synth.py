@@ -20,6 +20,11 @@ convert_hf_to_gguf.py would, as read there (and gguf-py's tensor names, `tensor_
   leading dense blocks, the routed scale, the norm only when true, yarn with
   `yarn_log_multiplier` = 0.1 * mscale_all_dim. `legacy_mla`: as converters before llama.cpp's
   MLA split wrote it (real KV heads and head dims, one `attn_kv_b`, no `*_mla`, group or gating keys).
+- `glm4moe` (`Glm4MoeModel`): the DeepSeek MoE keys and names, `post_attention_layernorm` as
+  `post_attention_norm`, sigmoid gating, partial rotary as `rope.dimension_count`, and the
+  multi-token-prediction layer after the transformer layers (`block_count` counts it,
+  `nextn_predict_layers` says how many): here the last layer's tensors again plus random
+  `nextn.*` ones, which the loader must skip.
 
 Every tensor is F32, with the byte-level BPE vocabulary of `gguf_synth` (real Gemma and Phi-3
 files carry SentencePiece vocabularies; the tokenizer is not what these files test).
@@ -81,6 +86,9 @@ _BLOCK_NAMES = {
 }
 
 
+_BLOCK_NAMES["glm4moe"] = {**_BLOCK_NAMES["deepseek2"], "post_attention_layernorm": "post_attention_norm"}
+
+
 def _split_kv_b(kv_b: torch.Tensor, config) -> tuple[torch.Tensor, torch.Tensor]:
     """`DeepseekV2Model.modify_tensors`: per head, the nope rows (transposed) and the v rows."""
     heads, nope, value = config.num_attention_heads, config.qk_nope_head_dim, config.v_head_dim
@@ -121,7 +129,22 @@ def _tensors(arch: str, model: torch.nn.Module, legacy_mla: bool = False) -> dic
             out[f"blk.{i}.{names[module]}.{kind}"] = tensor
     if arch.startswith("gemma"):
         out = {name: t + 1 if name.endswith("norm.weight") else t for name, t in out.items()}
+    if arch == "glm4moe":
+        out |= _mtp_layer(out, config)
     return out
+
+
+def _mtp_layer(tensors: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
+    """GLM-4-MoE's multi-token-prediction layer as the converter writes it, after the last layer."""
+    last, mtp, hidden = config.num_hidden_layers - 1, config.num_hidden_layers, config.hidden_size
+    layer = {
+        name.replace(f"blk.{last}.", f"blk.{mtp}."): t for name, t in tensors.items() if name.startswith(f"blk.{last}.")
+    }
+    generator = torch.Generator().manual_seed(1)
+    nextn = {"eh_proj": (hidden, 2 * hidden), "enorm": (hidden,), "hnorm": (hidden,), "shared_head_norm": (hidden,)}
+    return layer | {
+        f"blk.{mtp}.nextn.{n}.weight": torch.randn(shape, generator=generator) for n, shape in nextn.items()
+    }
 
 
 def _write_deepseek_keys(w: gguf.GGUFWriter, c, legacy_mla: bool) -> None:
@@ -161,13 +184,31 @@ def _write_deepseek_keys(w: gguf.GGUFWriter, c, legacy_mla: bool) -> None:
     w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
 
 
+def _write_glm4moe_keys(w: gguf.GGUFWriter, c) -> None:
+    rope = c.rope_parameters
+    w.add_rope_freq_base(rope["rope_theta"])
+    w.add_rope_dimension_count(int(c.hidden_size // c.num_attention_heads * rope["partial_rotary_factor"]))
+    w.add_expert_count(c.n_routed_experts)
+    w.add_expert_used_count(c.num_experts_per_tok)
+    w.add_expert_group_count(c.n_group)
+    w.add_expert_group_used_count(c.topk_group)
+    w.add_expert_feed_forward_length(c.moe_intermediate_size)
+    w.add_expert_shared_count(c.n_shared_experts)
+    w.add_leading_dense_block_count(c.first_k_dense_replace)
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    w.add_expert_weights_scale(c.routed_scaling_factor)
+    w.add_expert_weights_norm(c.norm_topk_prob)
+    w.add_nextn_predict_layers(c.num_nextn_predict_layers)
+
+
 def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module, legacy_mla: bool) -> dict[str, torch.Tensor]:
     """The converter's metadata for `arch`; returns the extra tensors it generates (Phi-3's factors)."""
     c = model.config
     rope = c.rope_parameters
     w.add_context_length(c.max_position_embeddings)
     w.add_embedding_length(c.hidden_size)
-    w.add_block_count(c.num_hidden_layers)
+    # GLM-4-MoE's block count includes its multi-token-prediction layers.
+    w.add_block_count(c.num_hidden_layers + (c.num_nextn_predict_layers if arch == "glm4moe" else 0))
     w.add_feed_forward_length(c.intermediate_size)
     w.add_head_count(c.num_attention_heads)
     # deepseek2 MLA is written as MQA: one KV head.
@@ -175,6 +216,9 @@ def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module, legacy_ml
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
     if arch == "deepseek2":
         _write_deepseek_keys(w, c, legacy_mla)
+        return {}
+    if arch == "glm4moe":
+        _write_glm4moe_keys(w, c)
         return {}
     if arch == "llama":
         w.add_rope_freq_base(rope["rope_theta"])

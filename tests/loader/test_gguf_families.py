@@ -1,4 +1,4 @@
-"""Mixtral, Phi-3, Gemma 2, Gemma 3 and DeepSeek V2/V3 from GGUF, at logit parity with transformers.
+"""Mixtral, Phi-3, Gemma 2/3, DeepSeek V2/V3 and GLM-4-MoE from GGUF, at logit parity with transformers.
 
 Each tiny random model (the model-parity specs, adjusted to what a GGUF can say: see `FAMILIES`)
 is written at test time as llama.cpp's converter writes it (`gguf_family_synth`), loaded the way
@@ -67,10 +67,11 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     ),
     "deepseek-v2": ("deepseek-v2-mla", "deepseek2", {"rope_parameters": _DEEPSEEK_ROPE}),
     "deepseek-v3": ("deepseek-v3-mla", "deepseek2", {"rope_parameters": _DEEPSEEK_ROPE}),
+    "glm4moe": ("glm4-moe-grouped", "glm4moe", {}),
 }
 
 
-SLOW = {"mixtral", "gemma2", "gemma3", "deepseek-v2"}
+SLOW = {"mixtral", "gemma2", "gemma3", "deepseek-v2", "glm4moe"}
 """Their logit checks cost the most (transformers' first MoE build, the Gemma layers); their
 weights and config are checked by default, as are the Gemma attention-scale and default rules, and
 Phi-3's and DeepSeek V3's logits run the shared GGUF and MLA paths by default."""
@@ -168,15 +169,19 @@ def test_config_comes_from_the_gguf_metadata(name: str, build, tmp_path: Path) -
         assert config["rope_scaling"] == {"rope_type": "linear", "factor": 2.0}
     if name.startswith("deepseek"):
         _assert_deepseek_config(config, expected)
+    if name == "glm4moe":
+        _assert_routing(config, expected)
+        # The file's block_count counts the multi-token-prediction layer; the config does not.
+        assert "blk.3.nextn.eh_proj.weight" in GGUFFile.open(gguf_path).tensors
+        assert config["num_hidden_layers"] == expected.num_hidden_layers
+        assert config["partial_rotary_factor"] == expected.rope_parameters["partial_rotary_factor"]
+        assert (config["use_qk_norm"], config["attention_bias"]) == (True, True)
+        assert (config["topk_method"], config["scoring_func"]) == ("noaux_tc", "sigmoid")
 
 
-_DEEPSEEK_KEYS = (
+_MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+_ROUTING_KEYS = (
     "num_key_value_heads",
-    "kv_lora_rank",
-    "q_lora_rank",
-    "qk_rope_head_dim",
-    "qk_nope_head_dim",
-    "v_head_dim",
     "n_routed_experts",
     "num_experts_per_tok",
     "moe_intermediate_size",
@@ -190,9 +195,15 @@ _DEEPSEEK_KEYS = (
 )
 
 
+def _assert_routing(config: dict[str, Any], expected: Any) -> None:
+    for key in _ROUTING_KEYS:
+        assert config[key] == getattr(expected, key), key
+
+
 def _assert_deepseek_config(config: dict[str, Any], expected: Any) -> None:
     """MLA dims, routing and yarn as the transformers config has them (the file says one KV head)."""
-    for key in _DEEPSEEK_KEYS:
+    _assert_routing(config, expected)
+    for key in _MLA_KEYS:
         assert config[key] == getattr(expected, key), key
     v3 = expected.model_type == "deepseek_v3"
     assert config["topk_method"] == ("noaux_tc" if v3 else expected.topk_method)
