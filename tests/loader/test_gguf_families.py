@@ -335,3 +335,23 @@ def test_deepseek_unsplit_kv_b_files_load_like_split_ones(build, tmp_path: Path)
     assert all(torch.equal(legacy_weights[name], tensor) for name, tensor in split_weights.items())
     routing = {"topk_method": "greedy", "n_group": 1, "topk_group": 1}
     assert legacy.config == {**split.config, **routing}
+
+
+def test_deepseek_q8_0_keeps_matrices_and_dequantizes_per_head_tensors(build, tmp_path: Path) -> None:
+    """Q8_0 `attn_q_a` is kept int8, while the 3-D per-head `attn_v_b` is not (no Linear takes it):
+    it is dequantized and joined with `attn_k_b` into `kv_b_proj`, the rows transformers has after
+    Q8_0 rounding. (Served with dtype auto, such a file's q_a/kv_a/o layers are int8 and its
+    logits equal the float32 load's; checked by hand, error 0.0.)"""
+    hf_model, _ = build("deepseek-v3")
+    path = tmp_path / "deepseek-q8.gguf"
+    write_family_gguf(path, "deepseek2", hf_model, q8_0=("attn_q_a", "attn_v_b"))
+    kept = quantized_tensors(path, tmp_path / "kept")
+    assert sorted(kept) == [f"model.layers.{i}.self_attn.q_a_proj.weight" for i in range(3)]
+    dense = dict(open_model_source(path, "float32", cache_dir=tmp_path / "dense").weights())
+    assert torch.equal(
+        kept["model.layers.1.self_attn.q_a_proj.weight"].dequantize(), dense["model.layers.1.self_attn.q_a_proj.weight"]
+    )
+    kv_b = dense["model.layers.1.self_attn.kv_b_proj.weight"].view(4, 16 + 24, 32)
+    expected = hf_model.state_dict()["model.layers.1.self_attn.kv_b_proj.weight"].view(4, 16 + 24, 32)
+    assert torch.equal(kv_b[:, :16], expected[:, :16])  # attn_k_b stayed F32
+    assert (kv_b[:, 16:] - expected[:, 16:]).abs().max() < 0.01  # attn_v_b went through Q8_0
