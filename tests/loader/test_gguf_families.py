@@ -14,17 +14,13 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from sglang.ci.suites.model_harness import (
-    DEEPSEEK,
     FP32_ATOL,
     SCHEDULES,
-    SPECS_BY_NAME,
     hf_logits,
     make_prompts,
     max_abs_error,
-    randomize_,
     run_schedule,
 )
 from sglang.ops.binding import restore, snapshot
@@ -37,66 +33,19 @@ from sglang.runtime.loader.gguf_quantized import quantized_tensors
 from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.server_args import ServerArgs
 
+from .gguf_family_models import FAMILIES, Built, family_builder
 from .gguf_family_synth import write_family_gguf
 from .gguf_synth import TOKENS
 
-_GEMMA3_LAYERS = ["sliding_attention"] * 5 + ["full_attention", "sliding_attention"]
-_DEEPSEEK_ROPE = {**DEEPSEEK["rope_parameters"], "mscale": DEEPSEEK["rope_parameters"]["mscale_all_dim"]}
-"""The file keeps only mscale_all_dim (`yarn_log_multiplier`); llama.cpp takes mscale equal to it."""
-
-FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
-    # name: (model-parity spec, GGUF architecture, overrides)
-    "mixtral": ("mixtral", "llama", {}),
-    "phi3": ("phi3-longrope", "phi3", {}),
-    # The converter drops query_pre_attn_scalar; llama.cpp assumes the head dim below 27B sizes.
-    "gemma2": ("gemma2-softcap", "gemma2", {"query_pre_attn_scalar": 32}),
-    # llama.cpp hard-codes the windowed layers' rotary base (10000) and the window period (6).
-    "gemma3": (
-        "gemma3-local-rope",
-        "gemma3",
-        {
-            "query_pre_attn_scalar": 32,
-            "num_hidden_layers": 7,
-            "layer_types": _GEMMA3_LAYERS,
-            "final_logit_softcapping": 3.0,
-            "rope_parameters": {
-                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
-            },
-        },
-    ),
-    "deepseek-v2": ("deepseek-v2-mla", "deepseek2", {"rope_parameters": _DEEPSEEK_ROPE}),
-    "deepseek-v3": ("deepseek-v3-mla", "deepseek2", {"rope_parameters": _DEEPSEEK_ROPE}),
-    "glm4moe": ("glm4-moe-grouped", "glm4moe", {}),
-}
-
-
-SLOW = {"mixtral", "gemma2", "gemma3", "deepseek-v2", "glm4moe"}
-"""Their logit checks cost the most (transformers' first MoE build, the Gemma layers); their
-weights and config are checked by default, as are the Gemma attention-scale and default rules, and
-Phi-3's and DeepSeek V3's logits run the shared GGUF and MLA paths by default."""
-
-Built = tuple[torch.nn.Module, Path]
+SLOW = {"mixtral", "gemma2", "gemma3", "deepseek-v2", "deepseek-v3", "glm4moe"}
+"""Their logit checks cost the most (transformers' first MoE build, the Gemma layers, MLA: 0.6 to
+7.7 s each for DeepSeek under load 5-6); their weights and config are checked by default, as are
+the Gemma attention-scale and default rules, and Phi-3's logits run the shared GGUF path by default."""
 
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
-    """family -> (the transformers model, its GGUF), each built once per module."""
-    built: dict[str, Built] = {}
-
-    def get(name: str) -> Built:
-        if name not in built:
-            spec_name, arch, overrides = FAMILIES[name]
-            torch.manual_seed(0)
-            config = SPECS_BY_NAME[spec_name].hf_config(vocab_size=len(TOKENS), **overrides)
-            model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
-            randomize_(model.eval(), torch.Generator().manual_seed(0))
-            path = tmp_path_factory.mktemp(name) / f"{name}.gguf"
-            write_family_gguf(path, arch, model)
-            built[name] = model, path
-        return built[name]
-
-    return get
+    return family_builder(tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -167,54 +116,6 @@ def test_config_comes_from_the_gguf_metadata(name: str, build, tmp_path: Path) -
     if name == "gemma3":
         assert config["rope_local_base_freq"] == 10000.0
         assert config["rope_scaling"] == {"rope_type": "linear", "factor": 2.0}
-    if name.startswith("deepseek"):
-        _assert_deepseek_config(config, expected)
-    if name == "glm4moe":
-        _assert_routing(config, expected)
-        # The file's block_count counts the multi-token-prediction layer; the config does not.
-        assert "blk.3.nextn.eh_proj.weight" in GGUFFile.open(gguf_path).tensors
-        assert config["num_hidden_layers"] == expected.num_hidden_layers
-        assert config["partial_rotary_factor"] == expected.rope_parameters["partial_rotary_factor"]
-        assert (config["use_qk_norm"], config["attention_bias"]) == (True, True)
-        assert (config["topk_method"], config["scoring_func"]) == ("noaux_tc", "sigmoid")
-
-
-_MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-_ROUTING_KEYS = (
-    "num_key_value_heads",
-    "n_routed_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "intermediate_size",
-    "n_shared_experts",
-    "first_k_dense_replace",
-    "routed_scaling_factor",
-    "norm_topk_prob",
-    "n_group",
-    "topk_group",
-)
-
-
-def _assert_routing(config: dict[str, Any], expected: Any) -> None:
-    for key in _ROUTING_KEYS:
-        assert config[key] == getattr(expected, key), key
-
-
-def _assert_deepseek_config(config: dict[str, Any], expected: Any) -> None:
-    """MLA dims, routing and yarn as the transformers config has them (the file says one KV head)."""
-    _assert_routing(config, expected)
-    for key in _MLA_KEYS:
-        assert config[key] == getattr(expected, key), key
-    v3 = expected.model_type == "deepseek_v3"
-    assert config["topk_method"] == ("noaux_tc" if v3 else expected.topk_method)
-    assert config["scoring_func"] == ("sigmoid" if v3 else "softmax")
-    rope = expected.rope_parameters
-    assert config["rope_scaling"] == {
-        "rope_type": "yarn",
-        **{k: rope[k] for k in ("factor", "original_max_position_embeddings", "mscale", "mscale_all_dim")},
-        "beta_fast": rope["beta_fast"],
-        "beta_slow": rope["beta_slow"],
-    }
 
 
 def _gemma_metadata(arch: str, layers: int, **extra: Any) -> GGUFFile:
@@ -318,40 +219,3 @@ def test_early_mixtral_per_expert_tensors_load_like_stacked_ones(build, tmp_path
     stacked = dict(open_model_source(stacked_path, "float32", cache_dir=tmp_path / "stacked").weights())
     assert split.keys() == stacked.keys()
     assert all(torch.equal(split[name], tensor) for name, tensor in stacked.items())
-
-
-def test_deepseek_unsplit_kv_b_files_load_like_split_ones(build, tmp_path: Path) -> None:
-    """Files from converters before llama.cpp's MLA split (one `attn_kv_b`, the real KV heads and
-    head dims as `key_length` / `value_length`, no group or gating keys) give the same tensors,
-    and the same config but for routing they cannot state: V2 without groups is plain greedy."""
-    hf_model, split_path = build("deepseek-v2")
-    legacy_path = tmp_path / "deepseek-v2-legacy.gguf"
-    write_family_gguf(legacy_path, "deepseek2", hf_model, legacy_mla=True)
-    assert "blk.0.attn_kv_b.weight" in GGUFFile.open(legacy_path).tensors
-    legacy = open_model_source(legacy_path, "float32", cache_dir=tmp_path / "legacy")
-    split = open_model_source(split_path, "float32", cache_dir=tmp_path / "split")
-    legacy_weights, split_weights = dict(legacy.weights()), dict(split.weights())
-    assert legacy_weights.keys() == split_weights.keys()
-    assert all(torch.equal(legacy_weights[name], tensor) for name, tensor in split_weights.items())
-    routing = {"topk_method": "greedy", "n_group": 1, "topk_group": 1}
-    assert legacy.config == {**split.config, **routing}
-
-
-def test_deepseek_q8_0_keeps_matrices_and_dequantizes_per_head_tensors(build, tmp_path: Path) -> None:
-    """Q8_0 `attn_q_a` is kept int8, while the 3-D per-head `attn_v_b` is not (no Linear takes it):
-    it is dequantized and joined with `attn_k_b` into `kv_b_proj`, the rows transformers has after
-    Q8_0 rounding. (Served with dtype auto, such a file's q_a/kv_a/o layers are int8 and its
-    logits equal the float32 load's; checked by hand, error 0.0.)"""
-    hf_model, _ = build("deepseek-v3")
-    path = tmp_path / "deepseek-q8.gguf"
-    write_family_gguf(path, "deepseek2", hf_model, q8_0=("attn_q_a", "attn_v_b"))
-    kept = quantized_tensors(path, tmp_path / "kept")
-    assert sorted(kept) == [f"model.layers.{i}.self_attn.q_a_proj.weight" for i in range(3)]
-    dense = dict(open_model_source(path, "float32", cache_dir=tmp_path / "dense").weights())
-    assert torch.equal(
-        kept["model.layers.1.self_attn.q_a_proj.weight"].dequantize(), dense["model.layers.1.self_attn.q_a_proj.weight"]
-    )
-    kv_b = dense["model.layers.1.self_attn.kv_b_proj.weight"].view(4, 16 + 24, 32)
-    expected = hf_model.state_dict()["model.layers.1.self_attn.kv_b_proj.weight"].view(4, 16 + 24, 32)
-    assert torch.equal(kv_b[:, :16], expected[:, :16])  # attn_k_b stayed F32
-    assert (kv_b[:, 16:] - expected[:, 16:]).abs().max() < 0.01  # attn_v_b went through Q8_0
