@@ -4,7 +4,8 @@ llama.cpp stores hyperparameters under `{architecture}.*` keys; this maps them o
 Hugging Face config.json of the same model has, so the rest of the runtime sees one config format
 whatever the checkpoint. Supported GGUF architectures are those in `ARCHITECTURES` (llama.cpp
 converts Mistral 7B-style models to `llama`, so they load as LlamaForCausalLM, and Mixtral to
-`llama` with `expert_count`, loaded as MixtralForCausalLM); anything else fails with
+`llama` with `expert_count`, loaded as MixtralForCausalLM, and DeepSeek V2 and V3 both to
+`deepseek2`, told apart by the gating function, and GLM-4.5/4.6 to `glm4moe`); anything else fails with
 UnsupportedModelError naming the architecture. What each family adds (experts, windows, soft-caps,
 long-rope factors, the constants llama.cpp assumes) is in `gguf_families`.
 
@@ -26,11 +27,13 @@ The dict has no `torch_dtype` for quantized files (their original dtype is not r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UnsupportedModelError
+from .gguf_deepseek_families import DEEPSEEK_FAMILY_CONFIGS
 from .gguf_families import FAMILY_CONFIGS, clean_float
 from .gguf_file import GGUFFile
 
@@ -59,6 +62,22 @@ _GEMMA_NORMS = {
     "post_ffw_norm": "post_feedforward_layernorm",
 }
 """gguf-py's names for Gemma 2/3's four norms around attention and MLP (tensor_mapping.py)."""
+
+_DEEPSEEK_NAMES = {
+    "attn_q_a": "self_attn.q_a_proj",
+    "attn_q_a_norm": "self_attn.q_a_layernorm",
+    "attn_q_b": "self_attn.q_b_proj",
+    "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
+    "attn_kv_a_norm": "self_attn.kv_a_layernorm",
+    "attn_kv_b": "self_attn.kv_b_proj",
+    "ffn_gate_inp": "mlp.gate",
+    "exp_probs_b": "mlp.gate.e_score_correction_bias",
+    "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
+    "ffn_up_shexp": "mlp.shared_experts.up_proj",
+    "ffn_down_shexp": "mlp.shared_experts.down_proj",
+}
+"""gguf-py's DeepSeek 2 names (tensor_mapping.py), the MoE ones shared by GLM-4-MoE. Newer
+converters store `kv_b_proj` split into `attn_k_b` and `attn_v_b`; `gguf_tensors` joins them back."""
 
 ARCHITECTURES: dict[str, ArchitectureInfo] = {
     "llama": ArchitectureInfo("LlamaForCausalLM", "llama", permuted_qk=True, qkv_bias=None),
@@ -103,7 +122,30 @@ ARCHITECTURES: dict[str, ArchitectureInfo] = {
         window_period=6,
         norm_offset=1.0,
     ),
+    "deepseek2": ArchitectureInfo(
+        "DeepseekV2ForCausalLM",
+        "deepseek_v2",
+        permuted_qk=False,  # llama.cpp's DeepseekV2Model writes Hugging Face's rows unpermuted
+        qkv_bias=False,
+        block_names=_DEEPSEEK_NAMES,
+    ),
+    "glm4moe": ArchitectureInfo(
+        "Glm4MoeForCausalLM",
+        "glm4_moe",
+        permuted_qk=False,  # NEOX rotary: Glm4MoeModel keeps Hugging Face's row order
+        qkv_bias=None,
+        # gguf-py maps GLM4_MOE's post_attention_layernorm to ATTN_POST_NORM, not FFN_NORM.
+        block_names={**_DEEPSEEK_NAMES, "post_attention_norm": "post_attention_layernorm"},
+    ),
 }
+
+DEEPSEEK_V3 = dataclasses.replace(
+    ARCHITECTURES["deepseek2"], hf_class="DeepseekV3ForCausalLM", model_type="deepseek_v3"
+)
+"""llama.cpp writes V2 and V3 alike as `deepseek2`; V3 routes by sigmoid (`expert_gating_func` 2)."""
+
+_SIGMOID_GATING = 2
+"""gguf-py's ExpertGatingFuncType.SIGMOID (SOFTMAX is 1; a file without the key means softmax)."""
 
 MIXTRAL = ArchitectureInfo(
     "MixtralForCausalLM", "mixtral", permuted_qk=True, qkv_bias=None, block_names={"ffn_gate_inp": "mlp.gate"}
@@ -129,6 +171,8 @@ def architecture_info(gf: GGUFFile) -> ArchitectureInfo:
         )
     if arch == "llama" and gf.arch_value("expert_count"):
         return MIXTRAL
+    if arch == "deepseek2" and gf.arch_value("expert_gating_func") == _SIGMOID_GATING:
+        return DEEPSEEK_V3
     return ARCHITECTURES[arch]
 
 
@@ -173,7 +217,7 @@ def gguf_to_hf_config(gf: GGUFFile) -> dict[str, Any]:
     dtype = _UNQUANTIZED_FILE_TYPES.get(gf.metadata.get("general.file_type", -1))
     if dtype is not None:
         config["torch_dtype"] = dtype
-    family = FAMILY_CONFIGS.get(info.model_type)
+    family = (FAMILY_CONFIGS | DEEPSEEK_FAMILY_CONFIGS).get(info.model_type)
     if family is not None:
         config.update(family(gf, info.window_period or 0, config))
     return config

@@ -6,6 +6,7 @@ record them, the constants llama.cpp's loader (`llama-model.cpp`, `load_hparams`
 rules and where they come from:
 
 - gpt-oss: see `gguf_config`'s module docstring.
+- DeepSeek V2/V3 and GLM-4-MoE: see `gguf_deepseek_families`.
 - Mixtral (llama.cpp's `llama` with `expert_count`): experts and their width
   (`expert_feed_forward_length`, else `feed_forward_length`), the optional window.
 - Phi-3 (`phi3`): `rope.dimension_count` rotary dims of a `hidden / heads` head (partial rotary);

@@ -4,9 +4,9 @@ Both maps are exact, block for block: a Q4_1 block (float16 `d`, float16 `m`, 16
 nibbles) is `w = d * q + m` with `q` in 0..15, which is `QuantizedWeight`'s int4 (scale `d`,
 offset `m`, the same byte order); a Q8_0 block (float16 `d`, 32 int8) is `w = d * q`, its int8.
 float16 scales widen to float32 exactly, so dequantizing the repacked weight gives the very
-values the GGUF dequantizer gives. Other quantized types (K-quants, Q5, MXFP4, ...) and stacked
-expert tensors (3-D, whatever their type) are not kept: they are served from the dequantized
-float32 copy, and a log line names the types.
+values the GGUF dequantizer gives. Other quantized types (K-quants, Q5, MXFP4, ...) and 3-D
+tensors (stacked experts, DeepSeek's per-head `attn_k_b`/`attn_v_b`), whatever their type, are
+not kept: they are served from the dequantized float32 copy, and a log line names the types.
 
 The repacked tensors are cached next to the float32 conversion (`cache_root("gguf-quantized")`,
 the same entry naming), as one safetensors file: `<name>.qdata`, `<name>.scales`,
@@ -36,7 +36,7 @@ from .cache import cache_root, entry_name, publish
 from .errors import MissingFileError
 from .gguf_config import architecture_info, gguf_to_hf_config
 from .gguf_file import GGUFFile
-from .gguf_tensors import _BLOCK, hf_name, is_stacked_experts, unpermute_qk
+from .gguf_tensors import _BLOCK, hf_name, is_converted, is_stacked_experts, unpermute_qk
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,10 @@ def convert_quantized(gguf_path: Path, out_dir: Path) -> None:
     formats: dict[str, str] = {}
     dequantized: Counter[str] = Counter()
     for name, t in gf.tensors.items():
-        if t.tensor_type not in KEPT or is_stacked_experts(name):
+        if not is_converted(gf, info, name):
+            continue
+        # Only matrices are Linear weights: not stacked experts, nor DeepSeek's per-head `attn_k_b`/`attn_v_b`.
+        if t.tensor_type not in KEPT or is_stacked_experts(name) or len(t.shape) != 2:
             if t.tensor_type not in DENSE_TYPES:
                 dequantized[t.tensor_type.name] += 1
             continue

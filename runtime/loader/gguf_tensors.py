@@ -11,6 +11,8 @@ expert, `model.layers.N.mlp.experts.{e}.{gate,up,down}_proj.{weight,bias}`, the 
 per-expert Hugging Face checkpoints use and every MoE layer here loads. Early Mixtral files
 (llama.cpp's LLM_TENSOR_FFN_*_EXP) already store one tensor per expert, `blk.N.ffn_gate.E.weight`.
 
+Multi-token-prediction layers (GLM-4-MoE's `nextn_predict_layers`) are not converted.
+
 Architecture-specific: Gemma's converter stores every `*norm.weight` as `1 + w`
 (`ArchitectureInfo.norm_offset`), undone here; tensors that hold config values (Phi-3's
 `rope_factors_long/short`, `ArchitectureInfo.config_tensors`) are read by the config, not converted.
@@ -33,7 +35,7 @@ are stored as bfloat16 instead, at half the size and as exactly: their values ar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gguf
@@ -72,12 +74,27 @@ _EXPERTS = {
 }
 _STORED_DTYPES = {gguf.GGMLQuantizationType.MXFP4: torch.bfloat16}
 """GGUF types whose dequantized values are all exactly representable in a narrower dtype."""
-_UNSUFFIXED = frozenset({"self_attn.sinks"})
+_UNSUFFIXED = frozenset({"self_attn.sinks", "mlp.gate.e_score_correction_bias"})
 """Hugging Face parameters named without `.weight` (GGUF always adds it)."""
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _SPLIT_EXPERT = re.compile(r"blk\.(\d+)\.ffn_(gate|up|down)\.(\d+)\.weight")
 """Early Mixtral GGUFs' one tensor per expert (llama.cpp's LLM_TENSOR_FFN_*_EXP, `ffn_gate.%d`)."""
 _GLOBAL = re.compile(r"(\w+)\.(weight|bias)")
+
+
+_ANY_BLOCK = re.compile(r"blk\.(\d+)\.")
+
+
+def is_converted(gf: GGUFFile, info: ArchitectureInfo, gguf_name: str) -> bool:
+    """Whether the tensor becomes Hugging Face weights: not one holding config values (Phi-3's
+    long-rope factors), nor one of the multi-token-prediction layers that GLM-4-MoE files keep
+    past the transformer layers (`nextn_predict_layers` of `block_count`; llama.cpp's graph skips
+    them, and plain decoding does not use them)."""
+    if gguf_name in info.config_tensors:
+        return False
+    block = _ANY_BLOCK.match(gguf_name)
+    mtp_layers = int(gf.arch_value("nextn_predict_layers", 0))
+    return not (block and mtp_layers and int(block[1]) >= int(gf.require("block_count")) - mtp_layers)
 
 
 def hf_name(gguf_name: str, info: ArchitectureInfo) -> str:
@@ -112,6 +129,34 @@ def hf_tensors(gguf_name: str, tensor: torch.Tensor, info: ArchitectureInfo) -> 
             yield f"model.layers.{block[1]}.mlp.experts.{expert}.{part}.{block[3]}", piece
 
 
+def joined_kv_b(k_b: torch.Tensor, v_b: torch.Tensor) -> torch.Tensor:
+    """DeepSeek's `kv_b_proj` [H * (nope + v), kv_lora] from its two GGUF halves.
+
+    Newer llama.cpp converters (`DeepseekV2Model.modify_tensors`, for MLA weight absorption) view
+    it as [H, nope + v, kv_lora], split each head's rows into nope and v, and store
+    `attn_k_b` = the nope rows transposed per head, [H, kv_lora, nope], and `attn_v_b` = the v
+    rows, [H, v, kv_lora]. This undoes that, exactly (only rows move).
+    """
+    return torch.cat([k_b.transpose(1, 2), v_b], dim=1).flatten(0, 1)
+
+
+_KV_B_HALVES = ("attn_k_b", "attn_v_b")
+
+
+def _hf_tensors_of_file(
+    name: str, tensor: torch.Tensor, info: ArchitectureInfo, load: Callable[[str], torch.Tensor]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """`hf_tensors`, with DeepSeek's `attn_k_b` joined to its `attn_v_b` (read through `load`),
+    which then yields nothing itself."""
+    block = _BLOCK.fullmatch(name)
+    if block and block[2] in _KV_B_HALVES:
+        if block[2] == "attn_k_b":
+            v_b = load(f"blk.{block[1]}.attn_v_b.{block[3]}")
+            yield f"model.layers.{block[1]}.self_attn.kv_b_proj.{block[3]}", joined_kv_b(tensor, v_b)
+        return
+    yield from hf_tensors(name, tensor, info)
+
+
 def unpermute_qk(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """Invert llama.cpp's `permute(w, n_heads)`: per head, interleaved row pairs back to two halves.
 
@@ -125,28 +170,36 @@ def unpermute_qk(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 def tensor_specs(gf: GGUFFile, info: ArchitectureInfo) -> list[TensorSpec]:
     """Name, stored dtype and shape of every converted tensor, in file order, without reading data."""
+
+    def meta(name: str) -> torch.Tensor:
+        return torch.empty(tuple(int(d) for d in reversed(gf.tensors[name].shape)), device="meta")
+
     specs = []
     for name, t in gf.tensors.items():
-        if name in info.config_tensors:
+        if not is_converted(gf, info, name):
             continue
-        shape = torch.Size(int(d) for d in reversed(t.shape))
         dtype = _STORED_DTYPES.get(t.tensor_type, torch.float32)
-        pieces = hf_tensors(name, torch.empty(shape, device="meta"), info)
+        pieces = _hf_tensors_of_file(name, meta(name), info, meta)
         specs += [TensorSpec(hf, dtype, tuple(piece.shape)) for hf, piece in pieces]
     return specs
+
+
+def _dequantized(gf: GGUFFile, name: str) -> torch.Tensor:
+    t = gf.tensors[name]
+    array = dequantize(t.data, t.tensor_type)
+    if not array.flags.writeable:  # unquantized tensors come back as read-only views of the mmap
+        array = array.copy()
+    shape = tuple(int(d) for d in reversed(t.shape))
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).reshape(shape)
 
 
 def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
     """Yield `(hf_name, tensor)` for every tensor of `gf` as `tensor_specs` lists them, dequantized and un-permuted."""
     heads = {"attn_q": config["num_attention_heads"], "attn_k": config["num_key_value_heads"]}
     for name, t in gf.tensors.items():
-        if name in info.config_tensors:
+        if not is_converted(gf, info, name):
             continue
-        array = dequantize(t.data, t.tensor_type)
-        if not array.flags.writeable:  # unquantized tensors come back as read-only views of the mmap
-            array = array.copy()
-        shape = tuple(int(d) for d in reversed(t.shape))
-        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).reshape(shape)
+        tensor = _dequantized(gf, name)
         block = _BLOCK.fullmatch(name)
         if info.permuted_qk and block and block[2] in heads:
             tensor = unpermute_qk(tensor, heads[block[2]])
@@ -156,5 +209,5 @@ def iter_hf_tensors(gf: GGUFFile, info: ArchitectureInfo, config: dict[str, Any]
             # within one ulp.
             tensor = tensor - info.norm_offset
         dtype = _STORED_DTYPES.get(t.tensor_type, torch.float32)
-        for hf, piece in hf_tensors(name, tensor, info):
+        for hf, piece in _hf_tensors_of_file(name, tensor, info, lambda half: _dequantized(gf, half)):
             yield hf, piece.to(dtype).contiguous()

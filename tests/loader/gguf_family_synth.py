@@ -13,6 +13,18 @@ convert_hf_to_gguf.py would, as read there (and gguf-py's tensor names, `tensor_
 - `gemma2` / `gemma3` (`Gemma2Model`, `Gemma3Model`): every `*norm.weight` stored plus one, no
   `lm_head`, key/value lengths; Gemma 2 its soft-caps and window, no rotary base; Gemma 3 the
   global rotary base and scaling, the window, the final soft-cap only if set.
+- `deepseek2` (DeepSeek V2 and V3, `DeepseekV2Model` and `TextModel.set_gguf_parameters`): MLA
+  written as MQA (one KV head, `key_length` = kv_lora + rope, `value_length` = kv_lora, the real
+  dims in `key_length_mla` / `value_length_mla`), `kv_b_proj` split per head into `attn_k_b`
+  (transposed) and `attn_v_b`, the expert and group counts, the gating function, shared experts,
+  leading dense blocks, the routed scale, the norm only when true, yarn with
+  `yarn_log_multiplier` = 0.1 * mscale_all_dim. `legacy_mla`: as converters before llama.cpp's
+  MLA split wrote it (real KV heads and head dims, one `attn_kv_b`, no `*_mla`, group or gating keys).
+- `glm4moe` (`Glm4MoeModel`): the DeepSeek MoE keys and names, `post_attention_layernorm` as
+  `post_attention_norm`, sigmoid gating, partial rotary as `rope.dimension_count`, and the
+  multi-token-prediction layer after the transformer layers (`block_count` counts it,
+  `nextn_predict_layers` says how many): here the last layer's tensors again plus random
+  `nextn.*` ones, which the loader must skip.
 
 Every tensor is F32, with the byte-level BPE vocabulary of `gguf_synth` (real Gemma and Phi-3
 files carry SentencePiece vocabularies; the tokenizer is not what these files test).
@@ -28,6 +40,14 @@ import numpy as np
 import torch
 from gguf.quants import quantize
 
+from .gguf_deepseek_synth import (
+    DEEPSEEK_NAMES,
+    GLM4MOE_NAMES,
+    mtp_layer,
+    split_kv_b,
+    write_deepseek_keys,
+    write_glm4moe_keys,
+)
 from .gguf_synth import add_vocabulary, llama_cpp_permute
 
 Q8_0 = gguf.GGMLQuantizationType.Q8_0
@@ -44,6 +64,8 @@ _COMMON = {
     "mlp.down_proj": "ffn_down",
 }
 _BLOCK_NAMES = {
+    "deepseek2": {**_COMMON, **DEEPSEEK_NAMES},
+    "glm4moe": {**_COMMON, **GLM4MOE_NAMES},
     "llama": {**_COMMON, "post_attention_layernorm": "ffn_norm", "mlp.gate": "ffn_gate_inp"},
     "phi3": {
         **_COMMON,
@@ -60,7 +82,7 @@ _BLOCK_NAMES = {
 }
 
 
-def _tensors(arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def _tensors(arch: str, model: torch.nn.Module, legacy_mla: bool = False) -> dict[str, torch.Tensor]:
     config = model.config
     state = {name: t.detach().float() for name, t in model.state_dict().items()}
     names = _BLOCK_NAMES["gemma" if arch.startswith("gemma") else arch]
@@ -74,7 +96,7 @@ def _tensors(arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
                 continue
             module, _, kind = name[len(prefix) :].rpartition(".")
             if module == "mlp.experts":  # transformers' stacked experts: gate_up [E, 2I, H], down [E, H, I]
-                width = config.intermediate_size
+                width = tensor.shape[1] // 2
                 if kind == "gate_up_proj":
                     out[f"blk.{i}.ffn_gate_exps.weight"] = tensor[:, :width]
                     out[f"blk.{i}.ffn_up_exps.weight"] = tensor[:, width:]
@@ -84,23 +106,39 @@ def _tensors(arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
             if arch == "llama" and module in ("self_attn.q_proj", "self_attn.k_proj"):
                 heads = config.num_attention_heads if module == "self_attn.q_proj" else config.num_key_value_heads
                 tensor = llama_cpp_permute(tensor, heads)
+            if kind == "e_score_correction_bias":  # gguf-py maps `mlp.gate.e_score_correction` + `.bias`
+                out[f"blk.{i}.exp_probs_b.bias"] = tensor
+                continue
+            if module == "self_attn.kv_b_proj" and not legacy_mla:
+                out[f"blk.{i}.attn_k_b.weight"], out[f"blk.{i}.attn_v_b.weight"] = split_kv_b(tensor, config)
+                continue
             out[f"blk.{i}.{names[module]}.{kind}"] = tensor
     if arch.startswith("gemma"):
         out = {name: t + 1 if name.endswith("norm.weight") else t for name, t in out.items()}
+    if arch == "glm4moe":
+        out |= mtp_layer(out, config)
     return out
 
 
-def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def _write_keys(w: gguf.GGUFWriter, arch: str, model: torch.nn.Module, legacy_mla: bool) -> dict[str, torch.Tensor]:
     """The converter's metadata for `arch`; returns the extra tensors it generates (Phi-3's factors)."""
     c = model.config
     rope = c.rope_parameters
     w.add_context_length(c.max_position_embeddings)
     w.add_embedding_length(c.hidden_size)
-    w.add_block_count(c.num_hidden_layers)
+    # GLM-4-MoE's block count includes its multi-token-prediction layers.
+    w.add_block_count(c.num_hidden_layers + (c.num_nextn_predict_layers if arch == "glm4moe" else 0))
     w.add_feed_forward_length(c.intermediate_size)
     w.add_head_count(c.num_attention_heads)
-    w.add_head_count_kv(c.num_key_value_heads)
+    # deepseek2 MLA is written as MQA: one KV head.
+    w.add_head_count_kv(1 if arch == "deepseek2" and not legacy_mla else c.num_key_value_heads)
     w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    if arch == "deepseek2":
+        write_deepseek_keys(w, c, legacy_mla)
+        return {}
+    if arch == "glm4moe":
+        write_glm4moe_keys(w, c)
+        return {}
     if arch == "llama":
         w.add_rope_freq_base(rope["rope_theta"])
         w.add_rope_dimension_count(getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
@@ -150,15 +188,21 @@ def _split_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def write_family_gguf(
-    path: Path, arch: str, model: torch.nn.Module, q8_0: tuple[str, ...] = (), split_experts: bool = False
+    path: Path,
+    arch: str,
+    model: torch.nn.Module,
+    q8_0: tuple[str, ...] = (),
+    split_experts: bool = False,
+    legacy_mla: bool = False,
 ) -> None:
-    """Write `model` (a transformers Mixtral, Phi-3, Gemma 2 or Gemma 3) as a GGUF of `arch`;
-    block tensors named `blk.N.<one of q8_0>.weight` are stored as Q8_0, the rest as F32;
-    `split_experts`: one tensor per expert, as early Mixtral files have them."""
+    """Write `model` (a transformers Mixtral, Phi-3, Gemma 2, Gemma 3 or DeepSeek V2/V3) as a GGUF
+    of `arch`; block tensors named `blk.N.<one of q8_0>.weight` are stored as Q8_0, the rest as
+    F32; `split_experts`: one tensor per expert, as early Mixtral files have them; `legacy_mla`:
+    DeepSeek as converters before the MLA split wrote it."""
     w = gguf.GGUFWriter(path, arch=arch)
-    extra = _write_keys(w, arch, model)
+    extra = _write_keys(w, arch, model, legacy_mla)
     add_vocabulary(w, "smollm")
-    tensors = _tensors(arch, model)
+    tensors = _tensors(arch, model, legacy_mla)
     for name, tensor in {**(_split_experts(tensors) if split_experts else tensors), **extra}.items():
         array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
         if name.startswith("blk.") and name.split(".")[2] in q8_0 and name.endswith(".weight"):

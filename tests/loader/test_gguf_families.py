@@ -1,4 +1,4 @@
-"""Mixtral, Phi-3, Gemma 2 and Gemma 3 from GGUF, at logit parity with transformers.
+"""Mixtral, Phi-3, Gemma 2/3, DeepSeek V2/V3 and GLM-4-MoE from GGUF, at logit parity with transformers.
 
 Each tiny random model (the model-parity specs, adjusted to what a GGUF can say: see `FAMILIES`)
 is written at test time as llama.cpp's converter writes it (`gguf_family_synth`), loaded the way
@@ -14,16 +14,13 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from sglang.ci.suites.model_harness import (
     FP32_ATOL,
     SCHEDULES,
-    SPECS_BY_NAME,
     hf_logits,
     make_prompts,
     max_abs_error,
-    randomize_,
     run_schedule,
 )
 from sglang.ops.binding import restore, snapshot
@@ -36,75 +33,34 @@ from sglang.runtime.loader.gguf_quantized import quantized_tensors
 from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.server_args import ServerArgs
 
+from .gguf_family_models import FAMILIES, Built, family_builder
 from .gguf_family_synth import write_family_gguf
 from .gguf_synth import TOKENS
 
-_GEMMA3_LAYERS = ["sliding_attention"] * 5 + ["full_attention", "sliding_attention"]
-
-FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
-    # name: (model-parity spec, GGUF architecture, overrides)
-    "mixtral": ("mixtral", "llama", {}),
-    "phi3": ("phi3-longrope", "phi3", {}),
-    # The converter drops query_pre_attn_scalar; llama.cpp assumes the head dim below 27B sizes.
-    "gemma2": ("gemma2-softcap", "gemma2", {"query_pre_attn_scalar": 32}),
-    # llama.cpp hard-codes the windowed layers' rotary base (10000) and the window period (6).
-    "gemma3": (
-        "gemma3-local-rope",
-        "gemma3",
-        {
-            "query_pre_attn_scalar": 32,
-            "num_hidden_layers": 7,
-            "layer_types": _GEMMA3_LAYERS,
-            "final_logit_softcapping": 3.0,
-            "rope_parameters": {
-                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
-            },
-        },
-    ),
-}
-
-
-SLOW = {"mixtral", "gemma2", "gemma3"}
-"""Their logit checks cost the most (transformers' first MoE build, the Gemma layers); their
-weights and config are checked by default, as are the Gemma attention-scale and default rules, and
-Phi-3's logits run the shared GGUF path by default."""
-
-Built = tuple[torch.nn.Module, Path]
+SLOW = {"mixtral", "gemma2", "gemma3", "deepseek-v2", "deepseek-v3", "glm4moe"}
+"""Their logit checks cost the most (transformers' first MoE build, the Gemma layers, MLA: 0.6 to
+7.7 s each for DeepSeek under load 5-6); their weights and config are checked by default, as are
+the Gemma attention-scale and default rules, and Phi-3's logits run the shared GGUF path by default."""
 
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Built]:
-    """family -> (the transformers model, its GGUF), each built once per module."""
-    built: dict[str, Built] = {}
-
-    def get(name: str) -> Built:
-        if name not in built:
-            spec_name, arch, overrides = FAMILIES[name]
-            torch.manual_seed(0)
-            config = SPECS_BY_NAME[spec_name].hf_config(vocab_size=len(TOKENS), **overrides)
-            model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
-            randomize_(model.eval(), torch.Generator().manual_seed(0))
-            path = tmp_path_factory.mktemp(name) / f"{name}.gguf"
-            write_family_gguf(path, arch, model)
-            built[name] = model, path
-        return built[name]
-
-    return get
+    return family_builder(tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_weights_equal_the_transformers_ones(name: str, build, tmp_path: Path) -> None:
     """The converted tensors, by Hugging Face name, are transformers' own: Gemma's norms lose the
     converter's +1, Phi-3's fused tensors keep their row order, Mixtral's Q/K are
-    un-permuted and its experts split per expert (restacked here to compare)."""
+    un-permuted, DeepSeek's `kv_b_proj` is joined from `attn_k_b` and `attn_v_b`, and experts are
+    split per expert (restacked here to compare)."""
     hf_model, gguf_path = build(name)
     ours = dict(open_model_source(gguf_path, "float32", cache_dir=tmp_path).weights())
     theirs = {
         k: v for k, v in hf_model.state_dict().items() if not (k == "lm_head.weight" and name.startswith("gemma"))
     }
     for key in [k for k in theirs if k.endswith("mlp.experts.gate_up_proj")]:
-        layer, experts = key.removesuffix(".gate_up_proj"), range(hf_model.config.num_local_experts)
+        layer, experts = key.removesuffix(".gate_up_proj"), range(theirs[key].shape[0])
         gate_up = [
             torch.cat([ours.pop(f"{layer}.{e}.gate_proj.weight"), ours.pop(f"{layer}.{e}.up_proj.weight")])
             for e in experts
@@ -205,8 +161,8 @@ def test_gemma_defaults_follow_llama_cpp() -> None:
 
 
 def test_unknown_architecture_is_refused_by_name() -> None:
-    gf = GGUFFile(Path("m.gguf"), {"general.architecture": "deepseek2"}, {})
-    with pytest.raises(UnsupportedModelError, match="'deepseek2' is not supported"):
+    gf = GGUFFile(Path("m.gguf"), {"general.architecture": "mamba"}, {})
+    with pytest.raises(UnsupportedModelError, match="'mamba' is not supported"):
         gguf_to_hf_config(gf)
 
 
