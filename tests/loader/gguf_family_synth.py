@@ -36,9 +36,7 @@ import math
 from pathlib import Path
 
 import gguf
-import numpy as np
 import torch
-from gguf.quants import quantize
 
 from .gguf_deepseek_synth import (
     DEEPSEEK_NAMES,
@@ -48,21 +46,11 @@ from .gguf_deepseek_synth import (
     write_deepseek_keys,
     write_glm4moe_keys,
 )
-from .gguf_synth import add_vocabulary, llama_cpp_permute
+from .gguf_synth import HF_BLOCK_NAMES, add_vocabulary, llama_cpp_permute, write_tensors_and_close
 
 Q8_0 = gguf.GGMLQuantizationType.Q8_0
-_COMMON = {
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "self_attn.q_norm": "attn_q_norm",
-    "self_attn.k_norm": "attn_k_norm",
-    "input_layernorm": "attn_norm",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-}
+_COMMON = {hf: ggml for hf, ggml in HF_BLOCK_NAMES.items() if hf != "post_attention_layernorm"}
+"""The names every family shares (Gemma's and GLM's post-attention norms differ from llama's)."""
 _BLOCK_NAMES = {
     "deepseek2": {**_COMMON, **DEEPSEEK_NAMES},
     "glm4moe": {**_COMMON, **GLM4MOE_NAMES},
@@ -203,16 +191,13 @@ def write_family_gguf(
     extra = _write_keys(w, arch, model, legacy_mla)
     add_vocabulary(w, "smollm")
     tensors = _tensors(arch, model, legacy_mla)
-    for name, tensor in {**(_split_experts(tensors) if split_experts else tensors), **extra}.items():
-        array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
-        if name.startswith("blk.") and name.split(".")[2] in q8_0 and name.endswith(".weight"):
-            w.add_tensor(name, quantize(array, Q8_0), raw_dtype=Q8_0)
-        else:
-            w.add_tensor(name, array)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_tensors_and_close(
+        w,
+        {**(_split_experts(tensors) if split_experts else tensors), **extra},
+        lambda name: (
+            Q8_0 if name.startswith("blk.") and name.split(".")[2] in q8_0 and name.endswith(".weight") else None
+        ),
+    )
 
 
 SPM_PIECES = (

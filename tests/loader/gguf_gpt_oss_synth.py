@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from gguf.quants import dequantize, quantize
 
-from .gguf_synth import add_vocabulary
+from .gguf_synth import add_vocabulary, write_tensors_and_close
 
 MXFP4 = gguf.GGMLQuantizationType.MXFP4
 _NAMES = {
@@ -116,13 +116,4 @@ def write_gpt_oss_gguf(
                 if f"{layer}.{hf}.{kind}" in state:
                     tensors[f"blk.{i}.{ggml}.{kind}"] = state[f"{layer}.{hf}.{kind}"]
         tensors |= {f"blk.{i}.{name}": t for name, t in _ggml_experts(layer, state, fused).items()}
-    for name, tensor in tensors.items():
-        array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
-        if name.endswith("_exps.weight"):
-            w.add_tensor(name, quantize(array, expert_type), raw_dtype=expert_type)
-        else:
-            w.add_tensor(name, array)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_tensors_and_close(w, tensors, lambda name: expert_type if name.endswith("_exps.weight") else None)

@@ -8,12 +8,14 @@ vocabulary. A loader that recovers the state dict exactly has undone the permuta
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
 import numpy as np
 import torch
+from gguf.quants import quantize
 
 # GPT-2's printable spelling of the 256 byte values (the alphabet of byte-level BPE vocabularies).
 _BYTES = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -22,7 +24,7 @@ MERGES = ["h e", "l l", "he ll", "Ġ w", "o r", "Ġw or", "1 2"]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOKENS = SPECIALS + BYTE_ALPHABET + [m.replace(" ", "") for m in MERGES]
 
-_HF_BLOCK = {
+HF_BLOCK_NAMES = {
     "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v",
@@ -100,7 +102,7 @@ def gguf_name(hf: str) -> str:
         return fixed[hf]
     _, _, layer, rest = hf.split(".", 3)
     module, _, kind = rest.rpartition(".")
-    return f"blk.{layer}.{_HF_BLOCK[module]}.{kind}"
+    return f"blk.{layer}.{HF_BLOCK_NAMES[module]}.{kind}"
 
 
 def add_vocabulary(w: gguf.GGUFWriter, pre: str, add_bos: bool = False) -> None:
@@ -130,10 +132,27 @@ def write_gguf(path: Path, shape: Shape, state: dict[str, torch.Tensor], chat_te
     add_vocabulary(w, shape.pre, shape.add_bos)
     if chat_template is not None:
         w.add_chat_template(chat_template)
+    tensors = {}
     for name, tensor in state.items():
         if shape.arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
             tensor = llama_cpp_permute(tensor, shape.heads if "q_proj" in name else shape.kv_heads)
-        w.add_tensor(gguf_name(name), np.ascontiguousarray(tensor.numpy(), dtype=np.float32))
+        tensors[gguf_name(name)] = tensor
+    write_tensors_and_close(w, tensors)
+
+
+def write_tensors_and_close(
+    w: gguf.GGUFWriter,
+    tensors: dict[str, torch.Tensor],
+    quantized_as: Callable[[str], gguf.GGMLQuantizationType | None] = lambda name: None,
+) -> None:
+    """Adds `tensors` (float32, or quantized to the type `quantized_as(name)` gives) after the
+    keys already added, and writes the file."""
+    for name, tensor in tensors.items():
+        array = np.ascontiguousarray(tensor.numpy(), dtype=np.float32)
+        if (kind := quantized_as(name)) is not None:
+            w.add_tensor(name, quantize(array, kind), raw_dtype=kind)
+        else:
+            w.add_tensor(name, array)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
