@@ -89,6 +89,7 @@ def assert_within_the_kernel_error(
         (17, 64, 384, False),
         (5, 64, 384, True),
         (6, 40, 128, False),
+        (9, 136, 128, False),  # 18 rows, 34 tiles: several tile chunks, then a 2-row remainder
     ],
 )
 def test_candidates_match_dequantize_then_dense(fmt: str, m: int, n: int, k: int, bias: bool) -> None:

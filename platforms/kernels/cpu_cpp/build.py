@@ -43,7 +43,7 @@ CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(
     CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "lora.cpp", "bindings.cpp")
 )
-HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "record_arena.h", "ops.h", "vector_math.h"))
+HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "chunk_queue.h", "record_arena.h", "ops.h", "vector_math.h"))
 NAME = "sglang_cpu_cpp"
 
 

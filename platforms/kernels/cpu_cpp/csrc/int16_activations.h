@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+#include "chunk_queue.h"
 #include "record_arena.h"
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -364,25 +365,44 @@ void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, in
 // then the remainder: every row block computes each output the same way, so a row's output does
 // not depend on the other rows of the call.
 constexpr int ROW_BLOCK = 4;
+// A thread's tiles go in chunks of at most TILE_CHUNK, and a chunk's tiles row block by row block:
+// every tile for rows 0-3, then every tile for rows 4-7, and so on. A row block's repeated input
+// (1 KiB per 32-value block: 18 KiB at K = 576) then stays in L1 while the chunk's records (80
+// bytes per block) pass through it, where tile by tile the whole batch's input (147 KiB at 32
+// rows) streamed from L2 for each tile and bound the kernel at 16-32 rows. Measured on the
+// embedded model's int4 layers, one thread: 32 rows 1.12-1.17x, 16 rows 1.06-1.17x, chunks of 6
+// to 48 tiles alike. Each output is computed as before (the same tile call), so the bits are too.
+constexpr int64_t TILE_CHUNK = 16;
+// From this many rows the chunks are handed to threads as they ask (chunk_queue.h), so a thread
+// that another process preempts holds back one chunk, not half the call. Below it the kernel
+// streams the records from memory, and a contiguous half per thread keeps each stream (and its
+// prefetches) unbroken: the queue measured 0.5x at one row, two threads.
+constexpr int64_t QUEUE_FROM_ROWS = 2 * ROW_BLOCK + 1;
 
 template <typename T>
 void matmul(const float* x, int64_t M, const T& w, int64_t N, float* y) {
   const QuantizedRows xq = quantize_rows(x, M, w.blocks * BLOCK, M >= T::repeated_from_rows);
   const int64_t tiles = (N + TILE_N - 1) / TILE_N;
-  // Enough tiles per task to amortize scheduling, few enough to balance across threads.
-  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
-  at::parallel_for(0, tiles, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
+  const auto tiles_from = [&](int64_t begin, int64_t end) {
+    for (int64_t chunk = begin; chunk < end; chunk += TILE_CHUNK) {
+      const int64_t chunk_end = std::min(end, chunk + TILE_CHUNK);
       int64_t m = 0;
-      for (; m + ROW_BLOCK <= M; m += ROW_BLOCK) tile<ROW_BLOCK>(w, xq, m, t, y, N);
-      switch (M - m) {
+      for (; m + ROW_BLOCK <= M; m += ROW_BLOCK)
+        for (int64_t t = chunk; t < chunk_end; ++t) tile<ROW_BLOCK>(w, xq, m, t, y, N);
+      for (int64_t t = chunk; t < chunk_end; ++t) switch (M - m) {
         case 3: tile<3>(w, xq, m, t, y, N); break;
         case 2: tile<2>(w, xq, m, t, y, N); break;
         case 1: tile<1>(w, xq, m, t, y, N); break;
         default: break;
       }
     }
-  });
+  };
+  // Enough tiles per task to amortize scheduling, few enough to balance across threads; for the
+  // queue, at least 8 chunks per thread, so the last one a thread takes is a small share.
+  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
+  if (M < QUEUE_FROM_ROWS) return at::parallel_for(0, tiles, grain, tiles_from);
+  const int64_t queued = std::max<int64_t>(1, std::min<int64_t>(TILE_CHUNK, tiles / (8 * at::get_num_threads())));
+  sgl_chunk_queue::for_each_chunk(tiles, queued, tiles_from);
 }
 
 }  // namespace sgl_int16_activations
