@@ -2,7 +2,7 @@
 
 A GGUF file has no tokenizer.json; it stores the vocabulary, merges, token types, special token ids
 and chat template as metadata under llama.cpp's key names. For byte-level BPE vocabularies
-(`tokenizer.ggml.model == "gpt2"`, the Llama-3/Qwen/SmolLM family) with a pre-tokenizer listed in
+(`tokenizer.ggml.model == "gpt2"`: Llama-3, Qwen, SmolLM, DeepSeek V3, GLM-4) with a pre-tokenizer listed in
 `_PRE_TOKENIZERS`, the tokenizer is built here directly with `tokenizers`; anything else is
 handed to transformers' own GGUF tokenizer conversion (correct, but it re-parses the file, which
 takes seconds: `benchmarks/README.md`, "Measured costs"). SentencePiece vocabularies
@@ -46,6 +46,15 @@ _O200K_SPLIT = (  # llama.cpp's "gpt-4o" (gpt-oss's o200k_harmony): the regex of
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
+DEEPSEEK3_SPLITS = (  # llama.cpp's DEEPSEEK3_LLM (llama-vocab.cpp): three regexes, each splitting the last's pieces
+    r"\p{N}{1,3}",
+    r"[一-龥぀-ゟ゠-ヿ]+",
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
+_NO_BOS = frozenset({"glm4", "chatglm-bpe"})
+"""Pre-tokenizer names for which llama.cpp never adds BOS (CHATGLM4: it sets no BOS token)."""
+
 
 def _gpt2() -> pre_tokenizers.PreTokenizer:
     return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -56,11 +65,14 @@ def _digits_then_gpt2() -> pre_tokenizers.PreTokenizer:
     return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), _gpt2()])
 
 
-def _split(regex: str) -> Callable[[], pre_tokenizers.PreTokenizer]:
+def _split(*regexes: str) -> Callable[[], pre_tokenizers.PreTokenizer]:
+    """llama.cpp's regex pre-tokenizers: each regex splits the pieces the one before left (every
+    piece kept, matched or not), then bytes map to GPT-2's printable alphabet."""
+
     def build() -> pre_tokenizers.PreTokenizer:
         return pre_tokenizers.Sequence(
             [
-                pre_tokenizers.Split(Regex(regex), behavior="isolated"),
+                *(pre_tokenizers.Split(Regex(regex), behavior="isolated") for regex in regexes),
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
             ]
         )
@@ -73,8 +85,11 @@ _PRE_TOKENIZERS: dict[str, Callable[[], pre_tokenizers.PreTokenizer]] = {
     **dict.fromkeys(
         ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"), _digits_then_gpt2
     ),
-    **dict.fromkeys(("llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx", "falcon3"), _split(_LLAMA3_SPLIT)),
+    **dict.fromkeys(
+        ("llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx", "falcon3", *_NO_BOS), _split(_LLAMA3_SPLIT)
+    ),
     **dict.fromkeys(("qwen2", "deepseek-r1-qwen"), _split(_QWEN2_SPLIT)),
+    "deepseek-v3": _split(*DEEPSEEK3_SPLITS),
     "gpt-4o": _split(_O200K_SPLIT),
 }
 
@@ -92,7 +107,8 @@ def build_gguf_tokenizer(metadata: Mapping[str, Any]) -> Any:
     tokens: list[str] = metadata["tokenizer.ggml.tokens"]
     merges = [tuple(m.split(" ", 1)) for m in metadata["tokenizer.ggml.merges"]]
     backend = Tokenizer(BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, fuse_unk=False))
-    backend.pre_tokenizer = _PRE_TOKENIZERS[metadata.get("tokenizer.ggml.pre", "default")]()
+    pre = metadata.get("tokenizer.ggml.pre", "default")
+    backend.pre_tokenizer = _PRE_TOKENIZERS[pre]()
     backend.decoder = decoders.ByteLevel()
     types = metadata.get("tokenizer.ggml.token_type") or []
     backend.add_special_tokens(
@@ -108,7 +124,7 @@ def build_gguf_tokenizer(metadata: Mapping[str, Any]) -> Any:
 
     bos, eos = token("bos_token_id"), token("eos_token_id")
     # llama.cpp adds BOS/EOS around every encoded text when the file asks; mirror that in the post-processor.
-    prefix = [bos] if bos is not None and metadata.get("tokenizer.ggml.add_bos_token") else []
+    prefix = [bos] if bos is not None and metadata.get("tokenizer.ggml.add_bos_token") and pre not in _NO_BOS else []
     suffix = [eos] if eos is not None and metadata.get("tokenizer.ggml.add_eos_token") else []
     if prefix or suffix:
         ids = {t: metadata[f"tokenizer.ggml.{k}"] for t, k in ((bos, "bos_token_id"), (eos, "eos_token_id")) if t}

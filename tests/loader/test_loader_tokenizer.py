@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import regex
+from tokenizers import pre_tokenizers
 
 from sglang.runtime.loader import ModelSource, open_model_source
 from sglang.runtime.loader.gguf_file import GGUFFile
-from sglang.runtime.loader.tokenizer import can_build_fast
+from sglang.runtime.loader.tokenizer import DEEPSEEK3_SPLITS, build_gguf_tokenizer, can_build_fast
 
 from .gguf_synth import Shape, random_state_dict, write_gguf
 
@@ -135,3 +137,40 @@ def test_embedded_matches_transformers(embedded_path: Path, embedded_tokenizer) 
             embedded_tokenizer(sample, add_special_tokens=False)["input_ids"]
             == reference(sample, add_special_tokens=False)["input_ids"]
         )
+
+
+def _pieces_as_llama_cpp_splits(text: str, regexes: tuple[str, ...]) -> list[str]:
+    """llama.cpp's `unicode_regex_split`, written out: each regex splits every piece the one before
+    left into its matches and the text between them, nothing dropped."""
+    pieces = [text]
+    for pattern in regexes:
+        split = []
+        for piece in pieces:
+            cursor = 0
+            for match in regex.finditer(pattern, piece):
+                split += [p for p in (piece[cursor : match.start()], match.group()) if p]
+                cursor = match.end()
+            split += [piece[cursor:]] if cursor < len(piece) else []
+        pieces = split
+    return pieces
+
+
+def test_deepseek_v3_pre_tokenizer_splits_as_llama_cpp(tmp_path: Path) -> None:
+    shape = Shape(layers=1, pre="deepseek-v3")
+    write_gguf(tmp_path / "m.gguf", shape, random_state_dict(shape))
+    metadata = GGUFFile.open(tmp_path / "m.gguf").metadata
+    assert can_build_fast(metadata)
+    pre_tokenizer = build_gguf_tokenizer(metadata).backend_tokenizer.pre_tokenizer
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    for text in [*SAMPLES, "x=[a\\b]; 1234567 ひらがなカタカナ漢字 .Net_v2 \r\n\r\n  end"]:
+        want = [byte_level.pre_tokenize_str(p)[0][0] for p in _pieces_as_llama_cpp_splits(text, DEEPSEEK3_SPLITS)]
+        assert [p for p, _ in pre_tokenizer.pre_tokenize_str(text)] == want, text
+
+
+def test_glm4_adds_no_bos_even_when_the_file_asks(tmp_path: Path) -> None:
+    """llama.cpp's CHATGLM4 pre-tokenizer clears the BOS token: nothing is added around text."""
+    for pre, bos_first in (("glm4", False), ("llama-bpe", True)):
+        shape = Shape(layers=1, pre=pre, add_bos=True)
+        write_gguf(tmp_path / f"{pre}.gguf", shape, random_state_dict(shape))
+        tokenizer = build_gguf_tokenizer(GGUFFile.open(tmp_path / f"{pre}.gguf").metadata)
+        assert (tokenizer("hello")["input_ids"][0] == 1) == bos_first, pre
