@@ -9,8 +9,8 @@ cost a time slice. Measured (benchmarks/README.md, "The restart row: the restart
 spinning"): a storage-restored server at load ~5 on 2 cores took 1.2-1.8 s a decode step and
 0.71 s of CPU, never sleeping (0 voluntary context switches a step); the server that filled
 the storage took 0.19-0.36 s, because its storage writer's copies had made a second team, over
-the CPU count, so libgomp spun only 100 rounds. With a bounded spin the restored server's step
-took 0.31 s.
+the CPU count, so libgomp spun only 100 rounds. The restored server's step took 0.39 s with
+this bound (0.31 s with `OMP_WAIT_POLICY=passive`, which never spins).
 
 `GOMP_SPINCOUNT` is read when libgomp loads, so it is set for children as they are spawned,
 never for a running process. What a user sets (`GOMP_SPINCOUNT`, or `OMP_WAIT_POLICY`, which
