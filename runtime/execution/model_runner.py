@@ -73,9 +73,11 @@ class ModelRunner:
         layout = WindowLayout.of(config, self.attn_backend)
         if layout is None:
             logger.info(
-                "KV cache: %d slots x %d layers, %.1f MiB",
+                "KV cache: %d slots x %d layers x %d KV heads%s, %.1f MiB",
                 num_slots,
                 config.num_layers,
+                model.attention_heads[1],
+                _rank_share(),
                 num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
             )
         else:
@@ -193,6 +195,14 @@ class ModelRunner:
                 # aliases the keys (an in-place kernel must not rotate them twice).
                 _, keys = ops.apply_rotary(rows, torch.zeros_like(keys[:, :1]), keys, table)
             self.kv_buffers[layer] = ops.store_kv(buffer, dst, keys, values)
+
+
+def _rank_share() -> str:
+    """Under tensor parallelism, which rank the KV figures are of: heads are dealt out by whole
+    GQA groups, so ranks may hold different numbers of KV heads (3 over 2 ranks: 2 and 1) and
+    log different sizes for the same slot count."""
+    group = tp_group()
+    return f" (tp rank {group.rank} of {group.size})" if group.size > 1 else ""
 
 
 def _shift_table(cos_sin: torch.Tensor, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

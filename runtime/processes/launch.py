@@ -28,6 +28,7 @@ from sglang.runtime.distributed.placement import RankPlacement, node_placements
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.child_setup import run_entry_point
 from sglang.runtime.processes.messages import ReadyInfo, ReadyReport, StartupFailure
+from sglang.runtime.processes.openmp_spin import bounded_openmp_spin
 from sglang.runtime.processes.step_monitor import StepMonitor
 from sglang.runtime.server_args import ServerArgs
 
@@ -108,7 +109,7 @@ def _main_module_hidden() -> Iterator[None]:
 
 
 def _start(process: BaseProcess) -> None:
-    with _main_module_hidden():
+    with _main_module_hidden(), bounded_openmp_spin():
         process.start()
 
 

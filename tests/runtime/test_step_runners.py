@@ -27,9 +27,11 @@ from sglang.platforms.execution.eager import EagerStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
 from sglang.runtime.distributed.group import TPGroup, using_tp_group
 from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.models.config import ModelConfig
+from sglang.runtime.models.decoder import DecoderForCausalLM
 from sglang.runtime.server_args import ServerArgs
 
-from ..tiny_decoder import cpu_platform_with, tiny_llama_decoder
+from ..tiny_decoder import TINY_LLAMA_CONFIG, cpu_platform_with, tiny_llama_decoder
 from ..vendors import flashinfer_standin
 from ..vendors.standin import Recorder, installed
 
@@ -216,3 +218,20 @@ def test_traced_steps_stay_off_under_tensor_parallelism(caplog) -> None:
     with using_tp_group(TPGroup(0, 2, SingleProcessCommunicator())), caplog.at_level(logging.INFO):
         assert isinstance(ModelRunner(model, platform, NUM_SLOTS, backend, BUCKETS).step_runner, EagerStepRunner)
     assert "static steps cannot hold collectives" in caplog.text
+
+
+def test_each_rank_logs_the_kv_heads_it_holds(caplog) -> None:
+    """3 KV heads over 2 ranks: rank 0 holds 2 and rank 1 holds 1, so for the same slot count
+    rank 0's pool is twice rank 1's. The log says so (it once read like a double allocation)."""
+    heads = {"hidden_size": 96, "num_attention_heads": 6, "num_key_value_heads": 3, "vocab_size": 96}
+    config = ModelConfig.from_dict(TINY_LLAMA_CONFIG | heads)
+    sizes = {}
+    for rank in range(2):
+        caplog.clear()
+        with using_tp_group(TPGroup(rank, 2, SingleProcessCommunicator())), caplog.at_level(logging.INFO):
+            model = DecoderForCausalLM(config, torch.float32)
+            runner = ModelRunner(model, CpuPlatform(), NUM_SLOTS)
+        line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("KV cache:"))
+        assert f"x {2 - rank} KV heads (tp rank {rank} of 2)" in line
+        sizes[rank] = sum(b.numel() for b in runner.kv_buffers)
+    assert sizes[0] == 2 * sizes[1]
