@@ -15,7 +15,11 @@ LAYERS: dict[str, tuple[int, int, int, int, int]] = {
     # name: (heads, kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim)
     "small": (4, 32, 8, 16, 16),
     "wide_v": (3, 16, 16, 8, 24),
+    "deepseek": (2, 512, 64, 16, 16),
 }
+"""`deepseek` has DeepSeek V2/V3's latent and rotary widths, the only ones some vendor kernels
+take (FlashInfer's MLA): it is not in `CASES` (every candidate would pay for 512-wide rows); the
+vendor stand-in tests run it (`VENDOR_CASES`)."""
 
 CASES: tuple[tuple[str, str, int], ...] = (
     *((s, "small", p) for s in ("prefill_ragged", "cached_prefix", "decode", "mixed") for p in pac.PAGE_SIZES),
@@ -24,6 +28,10 @@ CASES: tuple[tuple[str, str, int], ...] = (
 )
 """(scenario, layer, page size): every short scenario at page sizes 1 and 16, value and key head
 dims that differ, and the long scenario once."""
+
+VENDOR_CASES: tuple[tuple[str, str, int], ...] = (("mixed", "deepseek", 16), ("decode", "deepseek", 1))
+"""The DeepSeek-shaped cases vendor adapters with fixed MLA widths run against their stand-ins:
+prefill, cached prefixes and decode rows in one step, and a decode-only step (~1 s each on cpu)."""
 
 Tokens = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """(`q_nope` `[T, H, Dn]`, `q_pe` `[T, H, r]`, `latent` `[T, R]`, `k_pe` `[T, r]`)."""

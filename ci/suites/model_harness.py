@@ -438,7 +438,7 @@ class Target:
         """Selects and binds the platform's kernels for this model, as the server does."""
         facts = ModelFacts(
             dtype=dtype,
-            head_dim=config.head_dim,
+            head_dim=config.attention_head_dim,
             num_heads=config.num_heads,
             num_kv_heads=config.num_kv_heads,
             features=config.op_features,

@@ -235,7 +235,8 @@ def _attention(scenario: str, layer: str, page_size: int) -> OpCase:
     )
 
 
-def _mla(scenario: str, layer: str, page_size: int) -> OpCase:
+def mla_case(scenario: str, layer: str, page_size: int) -> OpCase:
+    """The `mla_backend` parity case of an `mla_cases` scenario, layer and page size."""
     heads, rank, rope_dim = mla_cases.LAYERS[layer][:3]
     return OpCase(
         op="mla_backend",
@@ -348,7 +349,7 @@ CASES: list[OpCase] = [
         for b, v in ((4, 50), (2, 1000))
     ),
     *(_attention(s, layer, p) for s, layer, p in pac.CASES),
-    *(_mla(s, layer, p) for s, layer, p in mla_cases.CASES),
+    *(mla_case(s, layer, p) for s, layer, p in mla_cases.CASES),
     OpCase("lora_shrink", "plain_prefill", _lora_shrink(_LORA_PREFILL, 4, 40, 1, (4, 8, 2))),
     OpCase("lora_shrink", "qkv_decode", _lora_shrink(_LORA_DECODE, 4, 96, 3, (16, 4, 8))),
     OpCase("lora_expand", "plain_prefill", _lora_expand(_LORA_PREFILL, 4, (24,), (4, 8, 2))),

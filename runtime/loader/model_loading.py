@@ -83,7 +83,7 @@ def model_facts(
     q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())
     return ModelFacts(
         dtype=dtype,
-        head_dim=config.head_dim,
+        head_dim=config.attention_head_dim,
         num_heads=q_heads.size,
         num_kv_heads=kv_heads.size,
         page_size=args.page_size,

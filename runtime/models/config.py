@@ -109,6 +109,13 @@ class ModelConfig:
         moe_biased = self.moe is not None and self.moe.biased
         return frozenset({"sinks"} if self.attention_sinks else ()) | frozenset({"expert_bias"} if moe_biased else ())
 
+    @property
+    def attention_head_dim(self) -> int:
+        """The head dim op selection checks attention kernels against: for MLA the width of the
+        cached `[latent | k_pe]` row every head attends over (`MLABackend.head_dim`, and what op
+        parity's MLA cases state), else `head_dim`. An MLA model binds no K/V attention."""
+        return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim if self.mla else self.head_dim
+
     def sliding_window_for(self, layer_id: int) -> int | None:
         if self.sliding_window is None:
             return None

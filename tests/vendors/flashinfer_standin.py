@@ -1,5 +1,6 @@
-"""A recording stand-in of `flashinfer` (0.7-era API): batch paged wrappers, norm, activation,
-rope and sampling, computing with our references. See `standin` for what it is and is not.
+"""A recording stand-in of `flashinfer` (0.7-era API): batch paged wrappers, the paged MLA wrapper
+(`flashinfer_mla_standin`), norm, activation, rope and sampling, computing with our references.
+See `standin` for what it is and is not.
 
 Each rule a wrapper enforces names where FlashInfer states it (paths in flashinfer-ai/flashinfer,
 read at release 0.6.17 and main of 2026-08):
@@ -25,6 +26,7 @@ from sglang.ops.norm import fused_add_rms_norm, rms_norm
 from sglang.ops.rotary import apply_rotary
 from sglang.ops.sampling import filter_probs
 
+from .flashinfer_mla_standin import BatchMLAPagedAttentionWrapper
 from .standin import Recorder, expect, expect_tensor, layer_from, module, reference_attention, token_slots
 
 WORKSPACE_BYTES = 128 * 1024 * 1024
@@ -322,6 +324,7 @@ def build(recorder: Recorder) -> dict:
         sampling=sampling,
         BatchDecodeWithPagedKVCacheWrapper=wrapper(BatchDecodeWithPagedKVCacheWrapper),
         BatchPrefillWithPagedKVCacheWrapper=wrapper(BatchPrefillWithPagedKVCacheWrapper),
+        BatchMLAPagedAttentionWrapper=wrapper(BatchMLAPagedAttentionWrapper),
     )
     return {
         "flashinfer": root,

@@ -131,3 +131,42 @@ def test_device_script_accepts_the_qwen7b_attention_row(missing: tuple[str, ...]
     assert main(["ops", "--device", "cuda", "--model-path", str(tmp_path), *missing]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("attention_backend ")]
     assert len(rows) == 1 and re.search(pattern, rows[0]), rows
+
+
+DEEPSEEK_V2_LITE_CONFIG = {
+    "architectures": ["DeepseekV2ForCausalLM"],
+    "model_type": "deepseek_v2",
+    "hidden_size": 2048,
+    "intermediate_size": 10944,
+    "moe_intermediate_size": 1408,
+    "num_hidden_layers": 27,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "vocab_size": 102400,
+    "kv_lora_rank": 512,
+    "q_lora_rank": None,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "n_routed_experts": 64,
+    "num_experts_per_tok": 6,
+    "n_shared_experts": 2,
+    "first_k_dense_replace": 1,
+    "max_position_embeddings": 163840,
+    "rms_norm_eps": 1e-6,
+    "torch_dtype": "bfloat16",
+}
+"""DeepSeek-V2-Lite's config.json shape: MLA rows of 512 latent + 64 rotary values."""
+
+
+def test_mla_row_width_decides_flashinfer_mla(tmp_path, capsys) -> None:
+    """Op selection sees an MLA model's head dim as its cached row width (512 + 64 = 576, not the
+    rotary head dim 64): DeepSeek's widths take FlashInfer's MLA (declared: never run here), other
+    widths are refused with the reason."""
+    (tmp_path / "config.json").write_text(json.dumps(DEEPSEEK_V2_LITE_CONFIG))
+    assert _table(capsys, "cuda", "--model-path", str(tmp_path))["mla_backend"]["family"] == "flashinfer"
+    (tmp_path / "config.json").write_text(json.dumps({**DEEPSEEK_V2_LITE_CONFIG, "kv_lora_rank": 256}))
+    row = _table(capsys, "cuda", "--model-path", str(tmp_path))["mla_backend"]
+    assert row["family"] == "triton"
+    reason = next(r["reason"] for r in row["rejected"] if r["family"] == "flashinfer")
+    assert "head dim 320 not supported" in reason, reason

@@ -1,10 +1,11 @@
 """Op parity of every vendor-family candidate against its recording stand-in, on cpu.
 
 Each candidate of the flashinfer, aiter, torch_npu and xpu families runs over every parity case
-of its op (`op_cases.CASES`) with the vendor's import name bound to a stand-in that checks the
-call against the vendor's documented contract and computes with our reference. A pass says the
-adapter calls the vendor API as documented and maps its results back correctly; it says nothing
-about the vendor's kernels or any device (the matrix never counts this as a device column).
+of its op (`op_cases.CASES`, and `mla_cases.VENDOR_CASES` for MLA) with the vendor's import name
+bound to a stand-in that checks the call against the vendor's documented contract and computes
+with our reference. A pass says the adapter calls the vendor API as documented and maps its
+results back correctly; it says nothing about the vendor's kernels or any device (the matrix
+never counts this as a device column).
 
 A case outside what the candidate declares (dtypes, head dims, GQA groups, page sizes) is skipped
 with the declared reason: the stand-ins reject what the vendors reject, so such a case would only
@@ -18,8 +19,9 @@ import zlib
 import pytest
 import torch
 
+from sglang.ci.suites import mla_cases
 from sglang.ci.suites import paged_attention_cases as pac
-from sglang.ci.suites.op_cases import CASES
+from sglang.ci.suites.op_cases import CASES, mla_case
 from sglang.ci.suites.test_op_parity import case_facts
 from sglang.ops.binding import REFERENCE_OPS, load, resolve
 from sglang.ops.selection import SelectionContext, ineligibility
@@ -29,13 +31,16 @@ from .standin import Recorder, installed
 from .vendors import VENDORS
 
 DTYPES = (torch.float32, torch.bfloat16)
+VENDOR_CASES = tuple(mla_case(*c) for c in mla_cases.VENDOR_CASES)
+"""DeepSeek-shaped MLA cases: the only MLA widths some vendors take (never a device's op parity)."""
+PAGED_OPS = ("attention_backend", "mla_backend")
 
 
 def _params() -> list:
     params = []
     for name in VENDORS:
         for candidate in family(name).candidates:
-            for case in (c for c in CASES if c.op == candidate.op):
+            for case in (c for c in (*CASES, *VENDOR_CASES) if c.op == candidate.op):
                 params.append(pytest.param(name, candidate, case, id=f"{name}-{case.id}"))
     return params
 
@@ -68,7 +73,7 @@ def test_vendor_adapter_parity(vendor, candidate, case, dtype, monkeypatch) -> N
         if not spec.serves(candidate, case, args):
             pytest.skip(f"{vendor} {candidate.op}: {case.id} is outside what the adapter hands the vendor")
         impl = load(candidate)
-        if case.op == "attention_backend":
+        if case.op in PAGED_OPS:
             impl = _paged(impl, case.page_size)
         torch.manual_seed(seed)
         actual = case.call(impl, args)

@@ -12,6 +12,11 @@ CUDA-core kernels are instantiated per GQA group size: `DISPATCH_GQA_GROUP_SIZE`
 plan. The tensor-core path runs the prefill kernels, which take any group. Groups above 4 decode
 on tensor cores: that covers 5, 6, 7 and 16 (Qwen2.5-7B is 28/4 = 7), and is upstream SGLang's
 own rule for fp16/bf16 (`should_use_tensor_core` in its flashinfer backend: "group size > 4").
+
+MLA (`mla_backend`) runs `BatchMLAPagedAttentionWrapper` (flashinfer/mla/_core.py) in the
+absorbed form, fp16/bf16, over latent rows of `head_dim_ckv` 512 plus `head_dim_kpe` 64: the
+DeepSeek V2/V3 shape and the only one FlashInfer's wheel prebuilds (flashinfer/aot.py); its head
+dim, as op selection sees an MLA backend's, is the cached row's width, 576.
 """
 
 import torch
@@ -26,6 +31,16 @@ _CAPABILITY = (7, 5)
 _ELEMENTWISE = Requirements(dtypes=_HALF, packages=("flashinfer",), min_capability=_CAPABILITY)
 _ATTENTION = Requirements(
     dtypes=_HALF, head_dims=frozenset({64, 128, 256}), packages=("flashinfer",), min_capability=(8, 0)
+)
+MLA_LATENT_DIM = 512
+"""`head_dim_ckv`: the compressed-KV (latent) width FlashInfer's MLA modules are built for."""
+MLA_KPE_DIM = 64
+"""`head_dim_kpe`: the rotary key width beside it."""
+_MLA = Requirements(
+    dtypes=_HALF,
+    head_dims=frozenset({MLA_LATENT_DIM + MLA_KPE_DIM}),
+    packages=("flashinfer",),
+    min_capability=(8, 0),
 )
 _SAMPLING = Requirements(dtypes=_ANY_FLOAT, packages=("flashinfer",), min_capability=_CAPABILITY)
 
@@ -57,12 +72,14 @@ def _candidate(op: str, qualname: str, requires: Requirements = _ELEMENTWISE) ->
 
 FAMILY = KernelFamily(
     name="flashinfer",
-    description="FlashInfer: paged prefill/decode attention (NHD, graph-capturable decode), RMSNorm, "
+    description="FlashInfer: paged prefill/decode attention (NHD, graph-capturable decode), paged MLA "
+    "(absorbed, 512 + 64 latent rows), RMSNorm, "
     "fused add RMSNorm, SiLU-and-mul, rotary from the cos/sin cache, top-k/top-p sampling",
     candidates=(
         Candidate(
             "attention_backend", "flashinfer", f"{_HERE}.attention:FlashInferAttention", _ATTENTION, path=decode_path
         ),
+        Candidate("mla_backend", "flashinfer", f"{_HERE}.mla:FlashInferMLA", _MLA),
         _candidate("rms_norm", "norm:rms_norm"),
         _candidate("fused_add_rms_norm", "norm:fused_add_rms_norm"),
         _candidate("silu_and_mul", "activation:silu_and_mul"),
