@@ -20,9 +20,14 @@ PAGE = 4
 INT = torch.int32
 
 
-def _wrapper(recorder: Recorder):
-    modules = flashinfer_standin.build(recorder)
-    return modules["flashinfer"].BatchMLAPagedAttentionWrapper(torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8))
+@pytest.fixture(scope="module")
+def workspace() -> torch.Tensor:
+    """One 128 MB workspace for the module's direct wrapper calls (allocating it costs ~0.1 s)."""
+    return torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8)
+
+
+def _wrapper(workspace: torch.Tensor):
+    return flashinfer_standin.build(Recorder())["flashinfer"].BatchMLAPagedAttentionWrapper(workspace)
 
 
 def _plan_args(kv_len: int = 6) -> list:
@@ -54,26 +59,26 @@ def _swapped(args: list, i: int, j: int) -> list:
     [(2, 3), (5, 6), (8, 9), (1, 2)],
     ids=["kv_indices-kv_len_arr", "ckv-kpe", "causal-sm_scale", "kv_indptr-kv_indices"],
 )
-def test_standin_rejects_plan_arguments_out_of_order(first: int, second: int) -> None:
-    wrapper = _wrapper(Recorder())
+def test_standin_rejects_plan_arguments_out_of_order(first: int, second: int, workspace) -> None:
+    wrapper = _wrapper(workspace)
     wrapper.plan(*_plan_args())  # the documented order plans
     with pytest.raises(ContractError):
         wrapper.plan(*_swapped(_plan_args(), first, second))
 
 
-def test_standin_rejects_lengths_its_pages_cannot_hold() -> None:
+def test_standin_rejects_lengths_its_pages_cannot_hold(workspace) -> None:
     with pytest.raises(ContractError, match="kv_len 9, 2 pages"):
-        _wrapper(Recorder()).plan(*_plan_args(kv_len=9))
+        _wrapper(workspace).plan(*_plan_args(kv_len=9))
 
 
-def test_standin_computes_latent_attention_and_sees_a_wrong_split() -> None:
+def test_standin_computes_latent_attention_and_sees_a_wrong_split(workspace) -> None:
     """The stand-in's result is absorbed MLA written out by hand; the same pool split at the wrong
     column (the rotary part first) gives another result, so op parity catches that adapter bug."""
     gen = torch.Generator().manual_seed(0)
     pool = torch.randn(3, PAGE, HEAD_DIM_CKV + HEAD_DIM_KPE, generator=gen).to(torch.bfloat16)
     q_nope = torch.randn(1, 2, HEAD_DIM_CKV, generator=gen).to(torch.bfloat16)
     q_pe = torch.randn(1, 2, HEAD_DIM_KPE, generator=gen).to(torch.bfloat16)
-    wrapper = _wrapper(Recorder())
+    wrapper = _wrapper(workspace)
     wrapper.plan(*_plan_args())
     out = wrapper.run(q_nope, q_pe, pool[..., :HEAD_DIM_CKV], pool[..., HEAD_DIM_CKV:])
 
