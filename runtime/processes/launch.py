@@ -15,7 +15,9 @@ import contextlib
 import functools
 import logging
 import multiprocessing as mp
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -108,8 +110,34 @@ def _main_module_hidden() -> Iterator[None]:
             main.__file__ = saved_file
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """A SIGINT that arrives while the block runs is acted on once it ends. `start()` writes the
+    child's start-up data down a pipe; a KeyboardInterrupt in the middle of that write leaves the
+    child reading half of it and printing an EOFError traceback. Deferred, the interrupt comes
+    once the child has all of it, and the parent stops a whole child.
+
+    The signal is also blocked in this thread, a mask the child inherits through `exec`: a
+    terminal's Ctrl-C reaches the whole process group, and a child still importing would print
+    a KeyboardInterrupt traceback. The child ignores SIGINT once `init_child_process` runs, which
+    discards the pending one."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # Python runs signal handlers in the main thread only; none interrupts this one.
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)
+
+
 def _start(process: BaseProcess) -> None:
-    with _main_module_hidden(), bounded_openmp_spin():
+    with _main_module_hidden(), bounded_openmp_spin(), _interrupts_deferred():
         process.start()
 
 
