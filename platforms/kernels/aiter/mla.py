@@ -48,15 +48,7 @@ class AiterMLAMetadata(SdpaAttentionMetadata):
 
 
 class AiterMLA(AbsorbedMLA):
-    def __init__(
-        self, num_heads: int, kv_lora_rank: int, qk_rope_head_dim: int, dtype: torch.dtype, device: torch.device
-    ) -> None:
-        if (kv_lora_rank, qk_rope_head_dim) != (MLA_KV_LORA_RANK, MLA_ROPE_DIM):
-            raise ValueError(
-                f"AITER's MLA takes kv_lora_rank {MLA_KV_LORA_RANK} and qk_rope_head_dim {MLA_ROPE_DIM}, "
-                f"got {kv_lora_rank} and {qk_rope_head_dim}"
-            )
-        super().__init__(num_heads, kv_lora_rank, qk_rope_head_dim, dtype, device)
+    fixed_widths = (MLA_KV_LORA_RANK, MLA_ROPE_DIM)
 
     def plan(self, inputs: AttentionInputs) -> AiterMLAMetadata:
         decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
