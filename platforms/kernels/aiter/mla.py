@@ -3,7 +3,8 @@
 The absorbed form of torch_native's `AbsorbedMLA` (each head's query moved onto the latent and
 joined with its rotary part, `[T, H, R + r]`; the value up-projection applied after attention),
 whose SDPA path serves extend rows: AITER's MLA kernels decode only. Decode rows go to
-`aiter.mla.mla_decode_fwd` (aiter/mla.py) as upstream SGLang's aiter backend hands them over:
+`aiter.mla.mla_decode_fwd` (aiter/mla.py) as upstream SGLang's aiter backend hands them over
+(python/sglang/srt/layers/attention/aiter_backend.py `forward_decode`, read at 25b38cc2):
 the pool's one `[num_slots, R + r]` buffer viewed as `[num_slots, 1, 1, R + r]` (pages of one
 token, one KV head: a view, no copy), a token-level CSR view of the decode rows' slots
 (`kv_indptr`, `kv_indices`), every last page one token long, one query per row
