@@ -21,6 +21,7 @@ attention), which reads `R + r` values per cached token instead of `H * (Dn + Dv
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import ClassVar
 
 import torch
 
@@ -44,9 +45,19 @@ class MLABackend(AttentionBackend):
     read (they may hold NaN).
     """
 
+    fixed_widths: ClassVar[tuple[int, int] | None] = None
+    """`(kv_lora_rank, qk_rope_head_dim)` where a backend's kernels are built for those alone
+    (vendor kernels for DeepSeek's rows): the constructor refuses other widths."""
+
     def __init__(
         self, num_heads: int, kv_lora_rank: int, qk_rope_head_dim: int, dtype: torch.dtype, device: torch.device
     ) -> None:
+        if self.fixed_widths not in (None, (kv_lora_rank, qk_rope_head_dim)):
+            rank, rope = self.fixed_widths
+            raise ValueError(
+                f"{type(self).__name__} takes kv_lora_rank {rank} and qk_rope_head_dim {rope}, "
+                f"got {kv_lora_rank} and {qk_rope_head_dim}"
+            )
         super().__init__(num_heads, 1, kv_lora_rank + qk_rope_head_dim, dtype, device)
         self.kv_lora_rank = kv_lora_rank
         self.qk_rope_head_dim = qk_rope_head_dim

@@ -2,10 +2,10 @@
 
 A candidate is one kernel family's implementation of one op, with the requirements it needs met
 (dtypes, head dims, page sizes, GQA ratios, weight formats, importable packages, a minimum device
-capability). Selection walks a platform's families in preference order, and each family's
-candidates for the op by descending priority; the first eligible candidate wins, and every other
-candidate is recorded with the reason it lost. The op's reference is always the last candidate
-and always eligible, so every op gets an implementation.
+capability, device architectures). Selection walks a platform's families in preference order,
+and each family's candidates for the op by descending priority; the first eligible candidate
+wins, and every other candidate is recorded with the reason it lost. The op's reference is
+always the last candidate and always eligible, so every op gets an implementation.
 
 Nothing here names a device: the facts a requirement is checked against arrive as a
 `SelectionContext`, which the platform builds.
@@ -49,6 +49,9 @@ class Requirements:
     packages: tuple[str, ...] = ()
     """Import names (`triton`, `flashinfer`); a dotted name (`triton.backends.intel`) checks a submodule."""
     min_capability: tuple[int, int] | None = None
+    device_archs: frozenset[str] | None = None
+    """Device architectures the vendor ships kernels for (AMD's `gfx942`), where a capability
+    order says nothing: a later architecture need not run an earlier one's assembly."""
     features: frozenset[str] = frozenset()
     """The `FEATURE_OPS` features of its op this candidate serves (`sinks`): a model that needs
     one it does not list is refused, with the reason, as for an unserved dtype."""
@@ -71,6 +74,7 @@ class Requirements:
             weight_formats=meet(self.weight_formats, other.weight_formats),
             packages=tuple(dict.fromkeys((*self.packages, *other.packages))),
             min_capability=max(caps) if caps else None,
+            device_archs=meet(self.device_archs, other.device_archs),
             features=self.features | other.features,
             unavailable=self.unavailable or other.unavailable,
         )
@@ -108,6 +112,8 @@ class SelectionContext:
     so `dense` is checked only for a model with no quantized weights (a candidate that declares
     only quantized formats is not bound for a dense model)."""
     device_capability: tuple[int, int] | None = None
+    device_arch: str | None = None
+    """The device's architecture name (`gfx942`), where kernels are built per architecture."""
     features: frozenset[str] = frozenset()
     """The `FEATURE_OPS` features the model needs (`sinks`); checked only on the op each concerns."""
     package_present: Callable[[str], bool] = lambda name: True
@@ -124,6 +130,7 @@ def ineligibility(candidate: Candidate, ctx: SelectionContext) -> str | None:
         (ctx.gqa_ratio, req.gqa_ratios, "GQA ratio"),
         (ctx.page_size, req.page_sizes, "page size"),
         (ctx.weight_format, req.weight_formats, "weight format"),
+        (ctx.device_arch, req.device_archs, "device arch"),
     ]
     for value, allowed, what in checks:
         if value is None or allowed is None:

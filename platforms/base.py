@@ -188,6 +188,10 @@ class Platform(ABC):
         """The device's compute capability where kernels depend on it (CUDA's sm version)."""
         return None
 
+    def device_arch(self) -> str | None:
+        """The device's architecture name where kernels are built per architecture (AMD's gfx)."""
+        return None
+
     @cached_property
     def runtime(self) -> DeviceRuntime:
         return resolve(self.runtime_class)()
@@ -228,6 +232,7 @@ class Platform(ABC):
             weight_format=facts.weight_format,
             features=facts.features,
             device_capability=self.device_capability() if availability.available else None,
+            device_arch=self.device_arch() if availability.available else None,
             package_present=present,
         )
         candidates = [c for name in self.kernel_families for c in self.family_candidates(name)]

@@ -15,11 +15,12 @@ LAYERS: dict[str, tuple[int, int, int, int, int]] = {
     # name: (heads, kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim)
     "small": (4, 32, 8, 16, 16),
     "wide_v": (3, 16, 16, 8, 24),
-    "deepseek": (2, 512, 64, 16, 16),
+    "deepseek": (8, 512, 64, 16, 16),
 }
 """`deepseek` has DeepSeek V2/V3's latent and rotary widths, the only ones some vendor kernels
-take (FlashInfer's MLA): it is not in `CASES` (every candidate would pay for 512-wide rows); the
-vendor stand-in tests run it (`VENDOR_CASES`)."""
+take (FlashInfer's and AITER's MLA), and 8 heads, the fewest AITER has an MLA decode kernel for:
+it is not in `CASES` (every candidate would pay for 512-wide rows); the vendor stand-in tests run
+it (`VENDOR_CASES`)."""
 
 CASES: tuple[tuple[str, str, int], ...] = (
     *((s, "small", p) for s in ("prefill_ragged", "cached_prefix", "decode", "mixed") for p in pac.PAGE_SIZES),

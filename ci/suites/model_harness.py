@@ -440,7 +440,7 @@ class Target:
             dtype=dtype,
             head_dim=config.attention_head_dim,
             num_heads=config.num_heads,
-            num_kv_heads=config.num_kv_heads,
+            num_kv_heads=config.attention_kv_heads,
             features=config.op_features,
         )
         self.table = self.platform.bind_ops(facts, force_reference=self.spec.force_reference)

@@ -30,6 +30,10 @@ class RocmPlatform(Platform):
     visible_devices_env = "HIP_VISIBLE_DEVICES"
     distributed_backend = "nccl"
 
+    def device_arch(self) -> str | None:
+        """`gfx942` of a `gcnArchName` such as `gfx942:sramecc+:xnack-` (the target features dropped)."""
+        return torch.cuda.get_device_properties(self.device_index).gcnArchName.split(":")[0]
+
     @classmethod
     def availability(cls) -> Availability:
         if getattr(torch.version, "hip", None) is None:

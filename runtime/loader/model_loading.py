@@ -80,7 +80,7 @@ def model_facts(
 ) -> ModelFacts:
     """The shapes this rank's kernels see (its share of the heads under tensor parallelism) and
     the weight formats they are handed."""
-    q_heads, kv_heads = attention_heads(config.num_heads, config.num_kv_heads, tp_group())
+    q_heads, kv_heads = attention_heads(config.num_heads, config.attention_kv_heads, tp_group())
     return ModelFacts(
         dtype=dtype,
         head_dim=config.attention_head_dim,

@@ -116,6 +116,13 @@ class ModelConfig:
         parity's MLA cases state), else `head_dim`. An MLA model binds no K/V attention."""
         return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim if self.mla else self.head_dim
 
+    @property
+    def attention_kv_heads(self) -> int:
+        """The KV heads attention kernels see: for MLA 1, the one latent row per token every
+        query head attends over (`LatentAttention.num_kv_heads`), whatever the config's
+        `num_key_value_heads` says; else `num_kv_heads`."""
+        return 1 if self.mla else self.num_kv_heads
+
     def sliding_window_for(self, layer_id: int) -> int | None:
         if self.sliding_window is None:
             return None

@@ -1,5 +1,6 @@
 """A recording stand-in of AMD's `aiter` (paged_attention_ragged, flash_attn_varlen_func,
-rmsnorm2d_fwd(_with_add), fused_moe over shuffled weights), computing with our references.
+`aiter.mla.mla_decode_fwd` (`aiter_mla_standin`), rmsnorm2d_fwd(_with_add), fused_moe over
+shuffled weights), computing with our references.
 
 Every rule below was read from ROCm/aiter at commit e4048607a535ace3a2b51ded31b1c8c2d45c0879
 (main of 2026-08-22); each check names the file and function it comes from.
@@ -45,6 +46,7 @@ import torch
 from sglang.ops.moe import moe_experts
 from sglang.ops.norm import fused_add_rms_norm, rms_norm
 
+from . import aiter_mla_standin
 from .standin import Recorder, expect, expect_tensor, layer_from, module, reference_attention, token_slots
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -217,15 +219,17 @@ def build(recorder: Recorder) -> dict:
     ops = module("aiter.ops")
     shuffle = module("aiter.ops.shuffle", shuffle_weight=shuffle_weight)
     fused = module("aiter.fused_moe", fused_moe=fused_moe)
+    mla = module("aiter.mla", mla_decode_fwd=aiter_mla_standin.build(recorder))
     ops.shuffle = shuffle
     root = module(
         "aiter",
         ops=ops,
         fused_moe=fused,
+        mla=mla,
         ActivationType=ActivationType,
         rmsnorm2d_fwd=rmsnorm2d_fwd,
         rmsnorm2d_fwd_with_add=rmsnorm2d_fwd_with_add,
         paged_attention_ragged=paged_attention_ragged,
         flash_attn_varlen_func=flash_attn_varlen_func,
     )
-    return {"aiter": root, "aiter.ops": ops, "aiter.ops.shuffle": shuffle, "aiter.fused_moe": fused}
+    return {"aiter": root, "aiter.ops": ops, "aiter.ops.shuffle": shuffle, "aiter.fused_moe": fused, "aiter.mla": mla}

@@ -28,7 +28,7 @@ from itertools import pairwise
 
 import torch
 
-from .standin import Recorder, expect, expect_tensor, layer_from, reference_attention, token_slots
+from .standin import Recorder, expect, expect_tensor, latent_attention, token_slots
 
 WORKSPACE_BYTES = 128 * 1024 * 1024
 HEAD_DIM_CKV, HEAD_DIM_KPE = 512, 64
@@ -115,14 +115,9 @@ class BatchMLAPagedAttentionWrapper:
             expect(cache.stride(2) == 1, f"{what}: the kernel takes a unit feature stride")
         expect(ckv_cache.shape[0] == kpe_cache.shape[0], "ckv_cache and kpe_cache hold the same pages")
         self.recorder.record("mla.run", tokens=tokens)
-        # Absorbed MLA is multi-query attention with one KV head: keys [ckv | kpe], values ckv
-        # (padded to the key width, the padding's output dropped).
-        keys = torch.cat([ckv_cache, kpe_cache], dim=-1).flatten(0, 1)
-        values = torch.cat([ckv_cache, torch.zeros_like(kpe_cache)], dim=-1).flatten(0, 1)
-        buffer = torch.stack([keys, values])[:, :, None]
+        rows = torch.cat([ckv_cache, kpe_cache], dim=-1).flatten(0, 1)
         qo, kv, lens = p["qo"], p["kv"], p["lens"]
         slots = [token_slots(p["indices"][kv[i] : kv[i + 1]], p["page_size"], n) for i, n in enumerate(lens)]
         extend = [b - a for a, b in pairwise(qo)]
         query = torch.cat([q_nope, q_pe], dim=-1)
-        attended = reference_attention(query, buffer, lens, extend, slots, layer_from(p["scale"], None, None))
-        return attended[..., :HEAD_DIM_CKV]
+        return latent_attention(query, rows, HEAD_DIM_CKV, lens, extend, slots, p["scale"])

@@ -117,6 +117,24 @@ def reference_attention(
     return out
 
 
+def latent_attention(
+    query: torch.Tensor,
+    rows: torch.Tensor,
+    rank: int,
+    seq_lens: list[int],
+    extend_lens: list[int],
+    slots: list[torch.Tensor],
+    scale: float,
+) -> torch.Tensor:
+    """Absorbed MLA through our reference: `query` `[T, H, R + r]` attends over the cached rows
+    `[N, R + r]` as multi-query attention with one KV head, keys the whole rows, values their
+    first `rank` columns (padded to the key width, the padding's output dropped) -> `[T, H, R]`."""
+    values = torch.cat([rows[:, :rank], torch.zeros_like(rows[:, rank:])], dim=-1)
+    buffer = torch.stack([rows, values])[:, :, None]
+    attended = reference_attention(query, buffer, seq_lens, extend_lens, slots, layer_from(scale, None, None))
+    return attended[..., :rank]
+
+
 def layer_from(scale: float, window: int | None, softcap: float | None) -> AttentionLayer:
     return AttentionLayer(layer_id=0, scale=scale, sliding_window=window, logit_softcap=softcap or None)
 

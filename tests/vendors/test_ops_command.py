@@ -170,3 +170,21 @@ def test_mla_row_width_decides_flashinfer_mla(tmp_path, capsys) -> None:
     assert row["family"] == "triton"
     reason = next(r["reason"] for r in row["rejected"] if r["family"] == "flashinfer")
     assert "head dim 320 not supported" in reason, reason
+
+
+def test_mla_heads_per_rank_decide_aiter_mla(tmp_path, capsys) -> None:
+    """An MLA model has one KV head (not the config's `num_key_value_heads`), so its query heads
+    per rank are what AITER's MLA kernels are chosen by: V2-Lite's 16 take aiter (declared: never
+    run here), decoding through AITER and extending through SDPA; 4 heads have no AITER kernel."""
+    from sglang.runtime.models.config import ModelConfig
+
+    assert ModelConfig.from_dict(DEEPSEEK_V2_LITE_CONFIG).attention_kv_heads == 1
+    (tmp_path / "config.json").write_text(json.dumps(DEEPSEEK_V2_LITE_CONFIG))
+    row = _table(capsys, "rocm", "--model-path", str(tmp_path))["mla_backend"]
+    assert (row["family"], row["path"]) == ("aiter", "decode: aiter mla_decode_fwd; extend: SDPA")
+    few = {**DEEPSEEK_V2_LITE_CONFIG, "num_attention_heads": 4, "num_key_value_heads": 4}
+    (tmp_path / "config.json").write_text(json.dumps(few))
+    row = _table(capsys, "rocm", "--model-path", str(tmp_path))["mla_backend"]
+    assert row["family"] == "triton"
+    reason = next(r["reason"] for r in row["rejected"] if r["family"] == "aiter")
+    assert "GQA ratio 4 not supported" in reason, reason

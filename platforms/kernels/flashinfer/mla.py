@@ -57,15 +57,11 @@ class FlashInferMLAMetadata(AttentionMetadata):
 
 class FlashInferMLA(MLABackend):
     decode_rows_see_each_other = True  # `forward` stores every new latent row before the kernel reads
+    fixed_widths = (MLA_LATENT_DIM, MLA_KPE_DIM)
 
     def __init__(
         self, num_heads: int, kv_lora_rank: int, qk_rope_head_dim: int, dtype: torch.dtype, device: torch.device
     ) -> None:
-        if (kv_lora_rank, qk_rope_head_dim) != (MLA_LATENT_DIM, MLA_KPE_DIM):
-            raise ValueError(
-                f"FlashInfer's MLA takes kv_lora_rank {MLA_LATENT_DIM} and qk_rope_head_dim {MLA_KPE_DIM}, "
-                f"got {kv_lora_rank} and {qk_rope_head_dim}"
-            )
         super().__init__(num_heads, kv_lora_rank, qk_rope_head_dim, dtype, device)
         # Zeroed like the K/V adapter's: split-KV scratch may be read before written on first use.
         self.workspace = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
