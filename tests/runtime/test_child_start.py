@@ -13,11 +13,10 @@ from sglang.runtime.processes.launch import _interrupts_deferred
 
 def test_an_interrupt_inside_the_block_arrives_when_it_ends() -> None:
     reached_the_end = False
-    with pytest.raises(KeyboardInterrupt):
-        with _interrupts_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # an undeferred interrupt would be raised here
-            reached_the_end = True
+    with pytest.raises(KeyboardInterrupt), _interrupts_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # an undeferred interrupt would be raised here
+        reached_the_end = True
     assert reached_the_end
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
