@@ -30,9 +30,9 @@ def runner_for(
     config = ckpt.config
     facts = ModelFacts(
         dtype=dtype,
-        head_dim=config.head_dim,
+        head_dim=config.attention_head_dim,
         num_heads=config.num_heads,
-        num_kv_heads=config.num_kv_heads,
+        num_kv_heads=config.attention_kv_heads,
         features=config.op_features,
     )
     platform.bind_ops(facts, force_reference=force_reference)
