@@ -1,12 +1,12 @@
-"""The scheduling loop: admission, batch planning, retraction, and result collection.
+"""The scheduling loop: batch planning, retraction, and result collection.
 
-One `step()` admits waiting requests that fit, gives every running request its next piece of
-work (one token when decoding, a chunk of at most `chunked_prefill_size` prompt tokens when
-prefilling, both kinds in one batch where the platform allows), runs the model once, samples,
-and returns the updates to send. When the KV pool cannot hold the step, the prefix cache is
-evicted and, if that is not enough, the most recently admitted request is retracted (its
-computed pages go to the prefix cache and it waits to resume), so requests never fail for lack
-of KV while the pool could serve them later.
+One `step()` admits waiting requests that fit (runtime/scheduler/admission.py), gives every
+running request its next piece of work (one token when decoding, a chunk of at most
+`chunked_prefill_size` prompt tokens when prefilling, both kinds in one batch where the platform
+allows), runs the model once, samples, and returns the updates to send. When the KV pool cannot
+hold the step, the prefix cache is evicted and, if that is not enough, the most recently admitted
+request is retracted (its computed pages go to the prefix cache and it waits to resume), so
+requests never fail for lack of KV while the pool could serve them later.
 """
 
 from __future__ import annotations
@@ -23,17 +23,16 @@ from sglang.runtime.execution.model_runner import ModelRunner
 from sglang.runtime.lora.adapter import LoraError
 from sglang.runtime.lora.manager import LoraManager
 from sglang.runtime.memory.hicache_setup import build_hierarchical_cache
-from sglang.runtime.memory.hierarchical_cache import Loaded
-from sglang.runtime.memory.radix_cache import MatchResult, RadixCache
+from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.tier_commands import TierMirror
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
 from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.scheduler import logprobs
+from sglang.runtime.scheduler.admission import Admission, release_lora_slot
 from sglang.runtime.scheduler.batch import BatchEntry, RowMap, build_step, make_entry
 from sglang.runtime.scheduler.grammar import GrammarBackend
-from sglang.runtime.scheduler.policy import admission_order, waits_for_shared_prefill
 from sglang.runtime.scheduler.req import INTERNAL_ERROR_STATUS, Req
 from sglang.runtime.scheduler.sampler import SampleResult, sample
 from sglang.runtime.server_args import ServerArgs
@@ -44,17 +43,9 @@ from sglang.runtime.speculative.speculator import Speculator, build_speculator
 
 logger = logging.getLogger(__name__)
 
-DECODE_RESERVE_RATIO = 0.3
-"""Share of running requests' remaining output tokens kept free when admitting new ones; too
-little means more retractions, too much means less batching."""
-
 IDLE_PREFETCH_WAIT_S = 0.01
 """With nothing to run but requests waiting for their stored prefix, a step waits this long for
 a read to complete instead of returning at once (the loop would spin)."""
-
-RESERVE_CLIP_TOKENS = 4096
-"""Outputs are usually far shorter than an unbounded `max_new_tokens` (up to the context): the
-reserve counts at most this many remaining tokens per request, as SGLang does."""
 
 
 class Scheduler:
@@ -103,6 +94,9 @@ class Scheduler:
             "retractions": 0,
         }
         self.stats |= dict.fromkeys(verify_step.TOTALS, 0)
+        self.admission = Admission(
+            args, self.cache, allocator, self.hicache, lora, self.window_pool, self.stats, self._finish
+        )
         self.speculator = speculator or build_speculator(speculative_config(args))
         self.pd_prefill, self.pd_decode = build_sides(self)
 
@@ -149,7 +143,7 @@ class Scheduler:
     @property
     def capacity(self) -> int:
         """Tokens the KV pool holds in all (the padding page excluded)."""
-        return (self.allocator.num_pages - 1) * self.allocator.page_size
+        return self.admission.capacity
 
     @property
     def has_work(self) -> bool:
@@ -183,7 +177,7 @@ class Scheduler:
         self._release_aborted()
         if self.pd_decode is not None:
             self.pd_decode.poll(idle=not (self.running or self.waiting))
-        self._admit()
+        self.admission.admit(self.waiting, self.running)
         entries = self._plan()
         if not entries and self.hicache is not None:  # idle but for reads: wait on them, do not spin
             self.hicache.await_prefetch([r.prefetch for r in self.waiting], IDLE_PREFETCH_WAIT_S)
@@ -234,114 +228,6 @@ class Scheduler:
         for req in [r for r in self.running if r.finished]:
             self.running.remove(req)
             self._finish(req)
-
-    def _available_tokens(self) -> int:
-        return self.allocator.available_tokens() + self.cache.evictable_size()
-
-    def _fits(self, req: Req, match: MatchResult, reserve: int) -> bool:
-        """Whether `req`, with `match` cached, fits beside the `reserve` admitted requests will
-        take (its match locked meanwhile: room it uses is no room for it)."""
-        self.cache.inc_lock_ref(match.last_node)
-        need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
-        fits = need + reserve <= self._available_tokens()
-        self.cache.dec_lock_ref(match.last_node)
-        return fits
-
-    @staticmethod
-    def _promised_tokens(req: Req) -> int:
-        """KV tokens a running request will still take: the rest of its prompt (chunked prefill
-        allocates it step by step) and a share of its remaining output."""
-        remaining = min(req.max_new_tokens - len(req.output_ids), RESERVE_CLIP_TOKENS)
-        decode = int(remaining * DECODE_RESERVE_RATIO)
-        return len(req.fill_ids) - req.kv_len + decode
-
-    def _admit(self) -> None:
-        # Free pages are only taken as requests prefill, so what admitted requests will take is
-        # counted here, or one step would admit every request that fits on its own.
-        reserve = sum(self._promised_tokens(r) for r in self.running)
-        share_prefills = self.args.schedule_policy == "lpm" and not self.cache.disable
-        prefilling = [r.cache_ids(len(r.fill_ids)) for r in self.running if r.kv_len < len(r.input_ids)]
-        prefilling = prefilling if share_prefills else []
-        for req in admission_order(self.waiting, self.args.schedule_policy, self.cache):
-            if len(self.running) >= self.args.max_running_requests:
-                break
-            if req.grammar_pending():
-                continue
-            if req.grammar_error is not None:
-                self.waiting.remove(req)
-                req.abort(req.grammar_error)
-                self._finish(req)
-                continue
-            limit = len(req.fill_ids) - 1
-            if req.wants_input_logprobs():
-                limit = min(limit, max(req.logprobs.logprob_start_len - 1, 0))
-            match = self._usable_match(req.cache_ids(limit))
-            if len(req.fill_ids) + self.allocator.page_size > self.capacity:
-                self.waiting.remove(req)
-                req.abort(f"{len(req.fill_ids)} tokens do not fit in the KV cache ({self.capacity} tokens)")
-                self._finish(req)
-                continue
-            loaded = Loaded(match)
-            if self.hicache is not None:  # blocks of lower tiers after the device match come back first
-                if not self.hicache.ready(req.prefetch):
-                    continue
-                if not self._fits(req, match, reserve):
-                    # Checked before loading: loaded blocks would take pool room, evict the cached
-                    # prefixes of requests behind this one, and end its prefetch, only to wait.
-                    break
-                loaded = self.hicache.load_prefix(req.cache_ids(limit), match, req.prefetch)
-                req.prefetch, match = None, loaded.match
-            if share_prefills and waits_for_shared_prefill(req.cache_ids(limit), match.num_cached, prefilling):
-                continue
-            if self.lora is not None:
-                req.lora_slot = self.lora.acquire(req.lora_name)
-                if req.lora_slot is None:  # every slot holds another running adapter: wait
-                    continue
-            # Locked first: a cached prefix the request uses can no longer be evicted for it.
-            self.cache.inc_lock_ref(match.last_node)
-            need = len(req.fill_ids) - match.num_cached + self.allocator.page_size
-            if need + reserve > self._available_tokens() or not self._window_room(need):
-                self.cache.dec_lock_ref(match.last_node)
-                self._release_lora_slot(req)
-                break
-            req.match, req.slots = match, match.slots
-            if req.admit_time is None:
-                req.admit_time = time.monotonic()
-            if not req.output_ids:  # a resumed request keeps its first admission's figure
-                self.cache.record_hit(match.last_node)
-                if self.hicache is not None:
-                    self.hicache.on_hit(match)
-                req.cached_tokens = match.num_cached
-                req.cached_tokens_details = self.hicache.details(loaded) if self.hicache is not None else None
-                self.stats["cached_tokens"] += match.num_cached
-                self.stats["device_hit_tokens"] += loaded.device_tokens
-                self.stats["host_hit_tokens"] += loaded.host_tokens
-                self.stats["storage_hit_tokens"] += loaded.storage_tokens
-            self.waiting.remove(req)
-            self.running.append(req)
-            reserve += self._promised_tokens(req)
-            if share_prefills:
-                prefilling.append(req.cache_ids(len(req.fill_ids)))
-
-    def _window_room(self, need: int) -> bool:
-        """Whether a request with `need` tokens to prefill may join the running ones as far as
-        window slots go (a lone request always may: it evicts what it needs). Without this, a
-        request admitted into a full window pool is retracted at once, over and over."""
-        if self.window_pool is None or not self.running:
-            return True
-        first_chunk = min(need, self.args.chunked_prefill_size)
-        return self.window_pool.has_room(first_chunk, len(self.running))
-
-    def _usable_match(self, ids: list[int]) -> MatchResult:
-        """The cached prefix of `ids` a request can extend. With a window pool, only where the
-        prefix's last `window` tokens still hold window slots: the radix cache keeps a node's
-        full slots, and its window slots only as long as no request freed them (the simplest
-        correct rule; a prefix cut short this way is recomputed, never read wrong)."""
-        match = self.cache.match_prefix(ids)
-        if self.window_pool is None:
-            return match
-        usable = self.window_pool.usable_prefix(match.slots, self.allocator.page_size)
-        return match if usable == match.num_cached else self.cache.match_prefix(ids[:usable])
 
     def _plan(self) -> list[BatchEntry]:
         """Chooses each running request's work for this step and allocates its KV slots."""
@@ -404,12 +290,7 @@ class Scheduler:
             if self.hicache is not None:
                 self.hicache.on_cached(computed)
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
-        self._release_lora_slot(req)
-
-    def _release_lora_slot(self, req: Req) -> None:
-        if self.lora is not None and req.lora_slot is not None:
-            self.lora.release(req.lora_slot)
-        req.lora_slot = None
+        release_lora_slot(self.lora, req)
 
     # -- results -----------------------------------------------------------------------------
     @staticmethod
