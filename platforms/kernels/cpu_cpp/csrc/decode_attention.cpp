@@ -2,9 +2,11 @@
 //
 // For decode row b (one query token) and query head h, attends over the row's cached tokens
 // slots[starts[b] .. starts[b+1]) of the pool kv[2, S, Hk, D] (K then V), with query heads
-// grouped onto KV heads (h / (H / Hk)). One task per (row, KV head): each cached token's K and V
-// are read by every query head of the group while in L1 (softmax in float32), so the pool is
-// streamed once per step instead of being copied, padded and read again.
+// grouped onto KV heads (h / (H / Hk)). A task is one KV head over one chunk of a row's tokens
+// (flash-decoding's split): its group of query heads take turns over each block of tokens, so the
+// pool is streamed once per step, not once per query head; then each head's chunks are merged.
+// Why chunks: one task per (row, KV head) gave a one-row step 3 tasks for 2 threads (the
+// embedded model has 3 KV heads), so one thread did two thirds of the work.
 //
 // Per layer, optionally: a sliding window (a decode query sees only its row's last `window`
 // tokens, so only those are read), logit soft-capping (`cap * tanh(score / cap)`), and attention
@@ -76,12 +78,11 @@ void soft_cap(float* scores, int64_t len, float cap) {
   for (int64_t j = 0; j < len; ++j) scores[j] = cap * std::tanh(scores[j] / cap);
 }
 
-// scores[j] = exp(scores[j] - max) for j < len; returns their sum plus exp(sink - max), where
-// max also covers the sink (-inf: no sink).
-float softmax_numerators(float* scores, int64_t len, float sink = -INFINITY) {
-  float mx = sink, total = 0.f;
+// scores[j] = exp(scores[j] - max) for j < len; returns their sum, and the max in `max_out`.
+float softmax_numerators(float* scores, int64_t len, float* max_out = nullptr) {
+  float mx = -INFINITY, total = 0.f;
   for (int64_t j = 0; j < len; ++j) mx = std::max(mx, scores[j]);
-  if (sink > -INFINITY) total = std::exp(sink - mx);
+  if (max_out != nullptr) *max_out = mx;
   int64_t j = 0;
 #ifdef SGL_AVX2
   __m256 sum = _mm256_setzero_ps();
@@ -101,34 +102,87 @@ float softmax_numerators(float* scores, int64_t len, float sink = -INFINITY) {
   return total;
 }
 
-// out[i] = sum_j p[j] * (V row of token j)[i] / denominator, for i < D.
-void weighted_values(const float* p, const float* v, const int64_t* slots, int64_t len, int64_t stride, int64_t D,
-                     float denominator, float* out) {
-  const float inv = 1.f / denominator;
+// acc[i] += sum_j p[j] * (V row of token j)[i] for i < D, the tokens in order.
+void accumulate_values(const float* p, const float* v, const int64_t* slots, int64_t len, int64_t stride, int64_t D,
+                       float* acc) {
   int64_t i0 = 0;
 #ifdef SGL_AVX2
   // Eight accumulators (64 columns) stay in registers across the tokens.
   for (; i0 + LANES * LANES <= D; i0 += LANES * LANES) {
-    __m256 acc[LANES];
-    for (int64_t c = 0; c < LANES; ++c) acc[c] = _mm256_setzero_ps();
+    __m256 sums[LANES];
+    for (int64_t c = 0; c < LANES; ++c) sums[c] = _mm256_loadu_ps(acc + i0 + c * LANES);
     for (int64_t j = 0; j < len; ++j) {
       if (j + PREFETCH < len) _mm_prefetch(reinterpret_cast<const char*>(v + slots[j + PREFETCH] * stride + i0), _MM_HINT_T0);
       const float* row = v + slots[j] * stride + i0;
       const __m256 pj = _mm256_broadcast_ss(p + j);
-      for (int64_t c = 0; c < LANES; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + c * LANES), acc[c]);
+      for (int64_t c = 0; c < LANES; ++c) sums[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + c * LANES), sums[c]);
     }
-    for (int64_t c = 0; c < LANES; ++c) _mm256_storeu_ps(out + i0 + c * LANES, _mm256_mul_ps(acc[c], _mm256_set1_ps(inv)));
+    for (int64_t c = 0; c < LANES; ++c) _mm256_storeu_ps(acc + i0 + c * LANES, sums[c]);
   }
 #endif
-  if (i0 == D) return;
-  std::vector<float> acc(D - i0, 0.f);
   for (int64_t j = 0; j < len; ++j) {
     const float* row = v + slots[j] * stride + i0;
     const float pj = p[j];
 #pragma omp simd
-    for (int64_t i = 0; i < D - i0; ++i) acc[i] += pj * row[i];
+    for (int64_t i = i0; i < D; ++i) acc[i] += pj * row[i - i0];
   }
-  for (int64_t i = 0; i < D - i0; ++i) out[i0 + i] = acc[i] * inv;
+}
+
+// out[i] = sum_j p[j] * (V row of token j)[i] / denominator, for i < D.
+void weighted_values(const float* p, const float* v, const int64_t* slots, int64_t len, int64_t stride, int64_t D,
+                     float denominator, float* out) {
+  std::fill_n(out, D, 0.f);
+  accumulate_values(p, v, slots, len, stride, D, out);
+  const float inv = 1.f / denominator;
+  for (int64_t i = 0; i < D; ++i) out[i] *= inv;
+}
+
+// Tokens a task attends: a row's context is cut into chunks of this many (the last shorter), each
+// a task per KV head, then the chunks' partial softmaxes are merged. A fixed length, so a row's
+// output depends on its own context only, not on the batch or the thread count; a row of at most
+// one chunk is attended in one piece, with no merge.
+constexpr int64_t CHUNK = 128;
+// Within a task, the group's query heads take turns over blocks of this many tokens, so each
+// block's K and V rows are read from memory once for the whole group and then from L1.
+constexpr int64_t TOKEN_BLOCK = 32;
+
+// One task: the `group` query heads from q (rows of D) attend over tokens slots[0..len) of one KV
+// head. `part` receives, per head, D unnormalized value sums, then the scores' maximum and the sum
+// of their exponentials (the sink left out; `merge` adds it).
+void attend_chunk(const float* q, const float* k, const float* v, const int64_t* slots, int64_t len, int64_t stride,
+                  int64_t D, int64_t group, float scale, float cap, std::vector<float>& scores, float* part) {
+  scores.resize(group * len);
+  for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK)
+    for (int64_t g = 0; g < group; ++g)
+      scores_of(q + g * D, k, slots + j0, std::min(TOKEN_BLOCK, len - j0), stride, D, scale, scores.data() + g * len + j0);
+  for (int64_t g = 0; g < group; ++g) {
+    float* s = scores.data() + g * len;
+    if (cap > 0.f) soft_cap(s, len, cap);
+    float* head = part + g * (D + 2);
+    head[D + 1] = softmax_numerators(s, len, head + D);
+    std::fill_n(head, D, 0.f);
+  }
+  for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK)
+    for (int64_t g = 0; g < group; ++g)
+      accumulate_values(scores.data() + g * len + j0, v, slots + j0, std::min(TOKEN_BLOCK, len - j0), stride, D,
+                        part + g * (D + 2));
+}
+
+// out[i] = the softmax-weighted value of one query head from its chunks' partials (`parts`
+// apart by `part_stride`), the sink joining the denominator.
+void merge(const float* parts, int64_t chunks, int64_t part_stride, int64_t D, float sink, float* out) {
+  float mx = sink;
+  for (int64_t c = 0; c < chunks; ++c) mx = std::max(mx, parts[c * part_stride + D]);
+  float total = sink > -INFINITY ? std::exp(sink - mx) : 0.f;
+  std::fill_n(out, D, 0.f);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* part = parts + c * part_stride;
+    const float weight = std::exp(part[D] - mx);
+    total += part[D + 1] * weight;
+    for (int64_t i = 0; i < D; ++i) out[i] += part[i] * weight;
+  }
+  const float inv = 1.f / total;
+  for (int64_t i = 0; i < D; ++i) out[i] *= inv;
 }
 
 }  // namespace
@@ -162,22 +216,42 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
     TORCH_CHECK(sinks_c.numel() == H, "decode_attention: sinks [H]");
   }
   const float* sink_logits = sinks.has_value() ? sinks_c.data_ptr<float>() : nullptr;
-  at::parallel_for(0, B * Hk, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
+  // Each row's attended range (its last `window` tokens with a window) and its chunks, numbered
+  // across the batch: chunk c of row b is number chunk_at[b] + c.
+  std::vector<int64_t> first(B), len(B), chunk_at(B + 1, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t row_len = st[b + 1] - st[b];
+    len[b] = window > 0 ? std::min(row_len, window) : row_len;
+    first[b] = st[b + 1] - len[b];
+    chunk_at[b + 1] = chunk_at[b] + std::max<int64_t>(1, (len[b] + CHUNK - 1) / CHUNK);
+  }
+  const int64_t chunks = chunk_at[B], part_stride = H * (D + 2);
+  std::vector<int64_t> row_of(chunks), split_rows;
+  for (int64_t b = 0; b < B; ++b) {
+    std::fill(row_of.begin() + chunk_at[b], row_of.begin() + chunk_at[b + 1], b);
+    if (chunk_at[b + 1] - chunk_at[b] > 1) split_rows.push_back(b);
+  }
+  // The partials of split rows' chunks (a row of one chunk is finished by its own task).
+  std::vector<float> parts(split_rows.empty() ? 0 : chunks * part_stride);
+  const auto sink_of = [&](int64_t h) { return sink_logits ? sink_logits[h] : -INFINITY; };
+  at::parallel_for(0, chunks * Hk, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores, own(group * (D + 2));
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / Hk, hk = task % Hk;
-      const int64_t row_len = st[b + 1] - st[b];
-      const int64_t len = window > 0 ? std::min(row_len, window) : row_len;  // the row's last `len` tokens
-      const int64_t first = st[b + 1] - len;
-      scores.resize(group * len);
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t h = hk * group + g;
-        float* s = scores.data() + g * len;
-        scores_of(qp + (b * H + h) * D, kp + hk * D, sp + first, len, stride, D, sc, s);
-        if (cap > 0.f) soft_cap(s, len, cap);
-        const float denominator = softmax_numerators(s, len, sink_logits ? sink_logits[h] : -INFINITY);
-        weighted_values(s, vp + hk * D, sp + first, len, stride, D, denominator, op + (b * H + h) * D);
-      }
+      const int64_t c = task / Hk, hk = task % Hk, b = row_of[c], h0 = hk * group;
+      const bool whole = chunk_at[b + 1] - chunk_at[b] == 1;
+      const int64_t from = (c - chunk_at[b]) * CHUNK, count = std::min(CHUNK, len[b] - from);
+      float* part = whole ? own.data() : parts.data() + c * part_stride + h0 * (D + 2);
+      attend_chunk(qp + (b * H + h0) * D, kp + hk * D, vp + hk * D, sp + first[b] + from, std::max<int64_t>(count, 0),
+                   stride, D, group, sc, cap, scores, part);
+      if (whole)
+        for (int64_t g = 0; g < group; ++g) merge(part + g * (D + 2), 1, 0, D, sink_of(h0 + g), op + (b * H + h0 + g) * D);
+    }
+  });
+  at::parallel_for(0, static_cast<int64_t>(split_rows.size()) * H, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = split_rows[task / H], h = task % H;
+      merge(parts.data() + chunk_at[b] * part_stride + h * (D + 2), chunk_at[b + 1] - chunk_at[b], part_stride, D,
+            sink_of(h), op + (b * H + h) * D);
     }
   });
   return out;
