@@ -89,10 +89,18 @@ class SdpaAttention(AttentionBackend):
                 mask, causal = visible_mask(positions, seq_len, layer.sliding_window), False
             if sinks is not None:
                 keys, values, mask = with_sink_key(keys, values, mask.expand(queries.shape[0], -1, -1), sinks)
+            # With a batch dimension: torch's CPU SDPA takes its flash kernel only for 4-D inputs
+            # (3-D ones take the math path: 3.7x slower on a 536-token prefill of 9/3 heads).
             attended = F.scaled_dot_product_attention(
-                queries, keys, values, attn_mask=mask, is_causal=causal, scale=layer.scale, enable_gqa=True
+                queries[None],
+                keys[None],
+                values[None],
+                attn_mask=mask,
+                is_causal=causal,
+                scale=layer.scale,
+                enable_gqa=True,
             )
-            out[q_starts[i] : q_starts[i + 1]] = attended.transpose(0, 1)
+            out[q_starts[i] : q_starts[i + 1]] = attended[0].transpose(0, 1)
         return out, kv_buffer
 
     def _decode(self, q, kv_buffer, meta: SdpaAttentionMetadata, layer, sinks=None) -> torch.Tensor:

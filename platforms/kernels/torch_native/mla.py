@@ -35,12 +35,12 @@ class AbsorbedMLA(MLABackend):
         q_starts, kv_starts = inputs.q_starts, inputs.kv_starts
         for i in metadata.extend_rows:
             seq_len, prefix_len = inputs.seq_lens[i], inputs.prefix_lens[i]
-            rows = kv_buffer[inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]].unsqueeze(0)  # [1, S, R + r]
+            rows = kv_buffer[inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]][None, None]  # [1, 1, S, R + r]
             mask = None
             if prefix_len:
                 mask = visible_mask(torch.arange(prefix_len, seq_len, device=query.device), seq_len, None)
             out = F.scaled_dot_product_attention(
-                query[q_starts[i] : q_starts[i + 1]].transpose(0, 1),
+                query[None, q_starts[i] : q_starts[i + 1]].transpose(1, 2),  # 4-D: CPU SDPA flash-attends only those
                 rows,
                 rows[..., :rank],
                 attn_mask=mask,
@@ -48,7 +48,7 @@ class AbsorbedMLA(MLABackend):
                 scale=layer.scale,
                 enable_gqa=True,
             )
-            attended[q_starts[i] : q_starts[i + 1]] = out.transpose(0, 1)
+            attended[q_starts[i] : q_starts[i + 1]] = out[0].transpose(0, 1)
         return torch.einsum("thr,hvr->thv", attended, w_vc.to(attended.dtype)), kv_buffer
 
     def _decode(self, query: torch.Tensor, kv_buffer: torch.Tensor, metadata, layer) -> torch.Tensor:
