@@ -154,9 +154,12 @@ class Scheduler:
         """Empties the device tier of the prefix cache; refused (False) while requests run or
         wait. With the hierarchical cache, what leaves the pool is backed up as on any eviction
         and the host and storage tiers keep what they hold (still valid KV of this model):
-        restart to empty the host tier, delete the storage folder to drop stored blocks."""
+        restart to empty the host tier, delete the storage folder to drop stored blocks. NGRAM
+        forgets finished requests' tokens too."""
         if self.waiting or self.running:
             return False
+        if self.speculator is not None:
+            self.speculator.forget()
         if self.hicache is not None:
             self.hicache.flush_device()
             return True

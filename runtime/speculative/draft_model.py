@@ -75,6 +75,9 @@ class DraftModelDrafter:
         if state is not None and state.slots:
             self.allocator.free(state.slots)
 
+    def forget(self) -> None:
+        """Nothing to drop: a request's draft KV goes when it finishes (`release`)."""
+
     def _synced(self, req: Req) -> DraftState:
         """`req`'s state, cut to the longest common prefix of what was fed and its tokens (and
         short of its last token, which the next step feeds)."""

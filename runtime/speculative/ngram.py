@@ -111,3 +111,6 @@ class NgramCorpus:
             self.index = NgramIndex()
             self.index.extend(kept)
         self.index.extend([*tokens, SEPARATOR])
+
+    def reset(self) -> None:
+        self.index = NgramIndex()

@@ -37,6 +37,9 @@ class Drafter(Protocol):
     def release(self, req: Req) -> None:
         """`req` finished (or was aborted): drop what the drafter keeps for it."""
 
+    def forget(self) -> None:
+        """The cache was flushed (nothing runs): drop what finished requests left behind."""
+
 
 class NgramDrafter:
     """Drafts from the request's own prompt and output, else from recent finished requests."""
@@ -60,6 +63,11 @@ class NgramDrafter:
         index = self.indexes.pop(req.rid, None)
         if index is not None and req.output_ids:
             self.corpus.add(req.fill_ids)
+
+    def forget(self) -> None:
+        """Empties the corpus, as upstream's NGRAM worker does on `flush_cache`: a request sent
+        again after a flush is drafted for from its own tokens, not from its earlier answer."""
+        self.corpus.reset()
 
 
 def drafts_allowed(req: Req) -> bool:
@@ -107,6 +115,9 @@ class Speculator:
         self.drafter.release(req)
         if self.lengths is not None:
             self.lengths.release(req.rid)
+
+    def forget(self) -> None:
+        self.drafter.forget()
 
 
 def build_speculator(config: SpeculativeConfig | None, draft_model: Drafter | None = None) -> Speculator | None:

@@ -270,3 +270,21 @@ def test_standalone_draft_model(model: torch.nn.Module, draft_seed: int) -> None
         assert accepted == drafted
     else:
         assert accepted < drafted
+
+
+def test_flush_cache_empties_the_ngram_corpus(model: torch.nn.Module) -> None:
+    """A finished request's tokens draft for the next requests (a request sent again verifies
+    fewer steps); after `flush_cache` that is forgotten, as upstream's NGRAM worker forgets on a
+    flush: the third run takes the first run's steps exactly."""
+    spec = make_scheduler(model, **NGRAM)
+    prompt = prompts(1, 10, seed=21)[0]
+
+    def verify_steps() -> int:
+        (result,) = run(spec, [request(prompt, max_new_tokens=48)]).values()
+        return result.meta["spec_verify_ct"]
+
+    first = verify_steps()
+    again = verify_steps()
+    assert spec.flush_cache()
+    assert again < first
+    assert verify_steps() == first
