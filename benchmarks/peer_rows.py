@@ -5,6 +5,7 @@
   rounds: ours with `--speculative-algorithm NGRAM` (upstream's defaults) against llama-server
   with `--spec-type ngram-simple`, and against the best of its other n-gram types
   (`ngram-map-k`, `ngram-mod`, `ngram-cache`), each with llama.cpp's default draft settings.
+  Ours is flushed before each round, so its NGRAM corpus never holds an earlier round's answers.
 - After a restart, the issue's workload: 32 concurrent completions on `RESTART_PREFIXES` distinct
   ~1000-token few-shot prefixes (interleaved) plus a question each, 32 new tokens. Ours runs on a
   pool too small for every prefix (`RESTART_KV_TOKENS`). Recomputed: a fresh server without a
@@ -57,19 +58,29 @@ SpecFactory = Callable[[list[str], dict[str, str]], LaunchSpec]
 """Makes a server's launch spec from extra flags and extra environment."""
 
 
-def speculative_tokens_per_s(base_url: str, seed: int) -> float:
+def speculative_tokens_per_s(base_url: str, seed: int, before_round: Callable[[str], Any] | None = None) -> float:
     """Single-stream decode speed on the repeating prompts (the best of `SPEC_ROUNDS` rounds)."""
     model = served_model(base_url)
     warm_up(base_url, model, "chat")
     config = BenchConfig(base_url, model, "chat", concurrency=1, seed=seed)
     prompts = [RequestInput(prompt, SPEC_NEW_TOKENS) for prompt in REPEATING]
-    rounds = [asyncio.run(run_benchmark(config, prompts)) for _ in range(SPEC_ROUNDS)]
+    rounds = []
+    for _ in range(SPEC_ROUNDS):
+        if before_round is not None:
+            before_round(base_url)
+        rounds.append(asyncio.run(run_benchmark(config, prompts)))
     return max(1000 / r["mean_tpot_ms"] for r in rounds)
+
+
+def flush_cache(base_url: str) -> None:
+    """Empties ours' prefix cache and NGRAM corpus, so no round drafts from an earlier round's
+    answer to the same prompt (llama-server's n-gram types are given no such reset)."""
+    httpx.post(f"{base_url}/flush_cache", timeout=60).raise_for_status()
 
 
 def ours_speculative(ours: SpecFactory, log_dir: Path, seed: int) -> dict[str, float]:
     with started_server(ours(["--speculative-algorithm", "NGRAM"], {}), log_dir) as url:
-        speed = speculative_tokens_per_s(url, seed)
+        speed = speculative_tokens_per_s(url, seed, flush_cache)
     return {SPEC_ROW_SIMPLE: speed, SPEC_ROW_BEST: speed}
 
 
