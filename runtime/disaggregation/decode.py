@@ -223,7 +223,7 @@ class DecodeSide:
         req.slots = transfer.slots
         req.match = scheduler.cache.match_prefix([])  # nothing shared: its own KV, locked as any admission
         scheduler.cache.inc_lock_ref(req.match.last_node)
-        scheduler._append(req, header.first_token, None)
+        scheduler.results.append(req, header.first_token, None)
         if req.finished:
             scheduler._finish(req)
         else:

@@ -1,12 +1,13 @@
-"""The scheduling loop: batch planning, retraction, and result collection.
+"""The scheduling loop: batch planning, retraction, and finished requests.
 
 One `step()` admits waiting requests that fit (runtime/scheduler/admission.py), gives every
 running request its next piece of work (one token when decoding, a chunk of at most
 `chunked_prefill_size` prompt tokens when prefilling, both kinds in one batch where the platform
-allows), runs the model once, samples, and returns the updates to send. When the KV pool cannot
-hold the step, the prefix cache is evicted and, if that is not enough, the most recently admitted
-request is retracted (its computed pages go to the prefix cache and it waits to resume), so
-requests never fail for lack of KV while the pool could serve them later.
+allows), runs the model once, samples and applies the results (runtime/scheduler/step_results.py),
+and returns the updates to send. When the KV pool cannot hold the step, the prefix cache is
+evicted and, if that is not enough, the most recently admitted request is retracted (its computed
+pages go to the prefix cache and it waits to resume), so requests never fail for lack of KV while
+the pool could serve them later.
 """
 
 from __future__ import annotations
@@ -28,16 +29,14 @@ from sglang.runtime.memory.tier_commands import TierMirror
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
-from sglang.runtime.requests.finish_reason import FinishReason
 from sglang.runtime.scheduler import logprobs
 from sglang.runtime.scheduler.admission import Admission, release_lora_slot
-from sglang.runtime.scheduler.batch import BatchEntry, RowMap, build_step, make_entry
+from sglang.runtime.scheduler.batch import BatchEntry, build_step, make_entry
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.req import INTERNAL_ERROR_STATUS, Req
-from sglang.runtime.scheduler.sampler import SampleResult, sample
+from sglang.runtime.scheduler.step_results import StepResults, sample_step
 from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.speculative import verify_step
-from sglang.runtime.speculative.acceptance import Verified
 from sglang.runtime.speculative.config import speculative_config
 from sglang.runtime.speculative.speculator import Speculator, build_speculator
 
@@ -98,6 +97,17 @@ class Scheduler:
             args, self.cache, allocator, self.hicache, lora, self.window_pool, self.stats, self._finish
         )
         self.speculator = speculator or build_speculator(speculative_config(args))
+        self.results = StepResults(
+            self.stats,
+            self.speculator,
+            self.tail_text,
+            self.cache,
+            self.hicache,
+            self.window_pool,
+            self.free_slots,
+            end=self._end,
+            stream=self._stream,
+        )
         self.pd_prefill, self.pd_decode = build_sides(self)
 
     # -- requests in and out -------------------------------------------------------------------
@@ -197,14 +207,14 @@ class Scheduler:
                 if times is not None:
                     times.forward_ended = ended
                 verify_step.time_step(self.speculator, entries, (ended - started) / 1e9)
-                sampled = self._sample(entries, row_map, logits)
+                sampled = sample_step(entries, row_map, logits)
                 verified = verify_step.verify_entries(entries, row_map, logits)
                 if times is not None:
                     times.sampled = time.monotonic_ns()
             except Exception as exc:  # the step's requests fail; the scheduler goes on
                 self._fail_step(entries, exc)
             else:
-                self._process(entries, row_map, logits, sampled, verified)
+                self.results.apply(entries, row_map, logits, sampled, verified)
         updates, self.finished_updates = self.finished_updates, []
         if times is not None:
             times.stamp_first_outputs(updates)
@@ -223,14 +233,12 @@ class Scheduler:
             req = e.req
             self.free_slots(req.slots[req.kv_len - e.extend :])
             req.slots = req.slots[: req.kv_len - e.extend]
-            self.running.remove(req)
             req.abort(message, status_code=INTERNAL_ERROR_STATUS)
-            self._finish(req)
+            self._end(req)
 
     def _release_aborted(self) -> None:
         for req in [r for r in self.running if r.finished]:
-            self.running.remove(req)
-            self._finish(req)
+            self._end(req)
 
     def _plan(self) -> list[BatchEntry]:
         """Chooses each running request's work for this step and allocates its KV slots."""
@@ -295,131 +303,13 @@ class Scheduler:
         req.match, req.slots = None, torch.empty(0, dtype=torch.int64)
         release_lora_slot(self.lora, req)
 
-    # -- results -----------------------------------------------------------------------------
-    @staticmethod
-    def _sample(entries: list[BatchEntry], row_map: RowMap, logits: torch.Tensor) -> SampleResult | None:
-        """The step's sampled tokens (verify entries aside); changes no request's state, so a
-        failure here fails the step."""
-        rows = [(e.req, row) for e, (_, row) in zip(entries, row_map) if row is not None and not e.draft]
-        if not rows:
-            return None
-        indices = [row for _, row in rows]
-        if indices == list(range(logits.shape[0])):
-            # Every row samples, in order (a plain decode step): no other reader of these logits,
-            # so sampling takes them as they are rather than a gathered copy (32 rows: 6 MiB).
-            # They are the runner's inference tensor: processing them in place needs the mode.
-            with torch.inference_mode():
-                return sample([req for req, _ in rows], logits)
-        return sample([req for req, _ in rows], logits[indices])
+    # -- finished requests ---------------------------------------------------------------------
+    def _end(self, req: Req) -> None:
+        self.running.remove(req)
+        self._finish(req)
 
-    def _process(
-        self,
-        entries: list[BatchEntry],
-        row_map: RowMap,
-        logits: torch.Tensor,
-        sampled: SampleResult | None,
-        verified: dict[int, Verified],
-    ) -> None:
-        tokens = iter(range(len(sampled.token_ids))) if sampled is not None else iter(())
-        for i, (e, (lp_rows, row)) in enumerate(zip(entries, row_map)):
-            index = next(tokens) if row is not None and not e.draft else None
-            try:
-                if i in verified:
-                    self._advance_verified(e, verified[i])
-                else:
-                    self._advance(e, lp_rows, logits, sampled, index)
-            except Exception as exc:  # one request's own state (its grammar, say) failed: only it ends
-                logger.exception("request %s failed after its step", e.req.rid)
-                e.req.abort(f"internal error: {type(exc).__name__}: {exc}", status_code=INTERNAL_ERROR_STATUS)
-                self.running.remove(e.req)
-                self._finish(e.req)
-        if self.window_pool is not None:  # tokens that left their request's window in this step
-            for e in entries:
-                self.window_pool.free_left_window(e.req.slots, e.req.num_cached, e.start)
-
-    def _advance(
-        self, e: BatchEntry, lp_rows: list[int], logits: torch.Tensor, sampled: SampleResult | None, index: int | None
-    ) -> None:
-        """Applies one request's share of a step: input logprobs, its sampled token, finishing."""
-        req = e.req
-        if lp_rows:
-            logprobs.record_input(req, e.input_logprob_rows, logits[lp_rows].log_softmax(-1))
-        self.stats["prompt_tokens"] += e.extend if not req.output_ids else 0
-        if sampled is not None and index is not None:
-            logprob_row = None if sampled.logprobs is None else sampled.logprobs[index]
-            self._append(req, sampled.token_ids[index], logprob_row)
-            if self.speculator is not None and e.extend == 1 and len(req.output_ids) > 1:
-                verify_step.count(self.stats, req, drafted=0, accepted=0)  # a decode step without drafts
-        if not e.samples and req.kv_len == len(req.fill_ids) and req.max_new_tokens == 0:
-            req.finish_reason = FinishReason.of_length(0)
-        self._end_step(e)
-
-    def _append(self, req: Req, token: int, logprob_row: torch.Tensor | None) -> None:
-        """Appends one output token and checks whether the request finished with it."""
-        req.output_ids.append(token)
-        if req.first_token_time is None:
-            req.first_token_time = time.monotonic()
-        self.stats["generation_tokens"] += 1
-        if logprob_row is not None:
-            logprobs.record_output(req, token, logprob_row)
-        if req.grammar is not None:
-            req.grammar.accept(token)
-        req.check_finished(self.tail_text)
-
-    def _advance_verified(self, e: BatchEntry, verified: Verified) -> None:
-        """Applies a verify entry: its tokens up to a finish, then the KV of what was kept.
-
-        The step computed the KV of the last token and of every draft; the tokens kept are the
-        last one and the accepted drafts that were appended, so the slots after them (rejected
-        drafts, and drafts past a finish) are freed: `kv_len == len(fill_ids) - 1` again."""
-        req = e.req
-        appended = 0
-        for appended, token in enumerate(verified.tokens, start=1):
-            self._append(req, token, None if verified.logprobs is None else verified.logprobs[appended - 1])
-            if req.finished:
-                break
-        keep = e.start + appended
-        self.free_slots(req.slots[keep:])
-        req.slots = req.slots[:keep]
-        verify_step.count(self.stats, req, drafted=len(e.draft), accepted=min(appended, verified.accepted))
-        if self.speculator is not None:
-            self.speculator.observe(req, len(e.draft), verified.accepted)
-        self._end_step(e)
-
-    def _end_step(self, e: BatchEntry) -> None:
-        """After a request's tokens of the step: finish it, or share its finished prefill, or
-        stream its update."""
-        req = e.req
-        if req.finished:
-            self.running.remove(req)
-            self._finish(req)
-            return
-        if e.samples and not e.draft and (e.extend > 1 or len(req.output_ids) == 1):
-            # Prefill is complete (its last chunk may be a single token): share its pages
-            # with requests arriving meanwhile.
-            computed = req.cache_ids(req.kv_len)
-            self._cache_unfinished(req, computed)
-            if self.hicache is not None:
-                self.hicache.on_cached(computed)
-        if req.stream and e.samples:
-            self.finished_updates.append(self._update(req))
-
-    def _cache_unfinished(self, req: Req, computed: list[int]) -> None:
-        """Shares `req`'s computed pages. Where the tree already held a page, the request reads
-        the tree's slots from now on; with a window pool, a tree slot without a window slot takes
-        over the request's own (the request's window may still reach it), then the request's
-        duplicates are freed."""
-        if self.window_pool is None:
-            req.match, req.slots = self.cache.cache_unfinished(
-                computed, req.slots, req.match, self.free_slots, req.priority
-            )
-            return
-        duplicates: list[torch.Tensor] = []
-        own = req.slots
-        req.match, req.slots = self.cache.cache_unfinished(computed, own, req.match, duplicates.append, req.priority)
-        self.window_pool.adopt(own, req.slots)
-        for slots in duplicates:
-            self.free_slots(slots)
+    def _stream(self, req: Req) -> None:
+        self.finished_updates.append(self._update(req))
 
     def _finish(self, req: Req) -> None:
         if req.prefetch is not None and self.hicache is not None:  # finished while waiting: reads stop
@@ -435,7 +325,7 @@ class Scheduler:
             self.speculator.release(req)
         if req.grammar is not None:
             self.grammar.release(req)
-        self.finished_updates.append(self._update(req))
+        self._stream(req)
 
     def _update(self, req: Req) -> TokenUpdate:
         new = req.output_ids[req.sent_output_len :]
