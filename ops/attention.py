@@ -166,6 +166,11 @@ class AttentionBackend(ABC):
     weighing them (never reading them as pages, never multiplying a masked key's value by a
     zero weight it could turn into NaN). Without it every layer keeps every token."""
 
+    kv_cache_dtypes: tuple[torch.dtype, ...] = ()
+    """KV pool dtypes this backend reads besides its model's own (`--kv-cache-dtype`): every path of
+    `forward`, captured ones included, stores K/V rounded to the pool's dtype and reads them back
+    converted to the query's. Without it the pool keeps the model's dtype."""
+
     def __init__(
         self, num_heads: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device
     ) -> None:
@@ -176,6 +181,9 @@ class AttentionBackend(ABC):
         self.head_dim = head_dim
         self.dtype = dtype
         self.device = device
+        self.kv_dtype = dtype
+        """The KV pool's dtype: the model's, or one of `kv_cache_dtypes` the runtime sets after
+        construction (before `init_capture`)."""
 
     def kv_buffer_shape(self, num_slots: int) -> tuple[int, ...]:
         """The layout this backend wants for one layer's KV buffer; the pool allocates it."""
@@ -185,7 +193,7 @@ class AttentionBackend(ABC):
         """Bytes one token's K and V take in one layer's buffer, from the declared layout: the
         KV pool is sized by this, so a backend with another layout sizes its own pool right."""
         slot_elements = math.prod(self.kv_buffer_shape(1))
-        return slot_elements * torch.empty((), dtype=self.dtype).element_size()
+        return slot_elements * self.kv_dtype.itemsize
 
     def kv_to_tokens(self, block: torch.Tensor, slot_axis: int) -> torch.Tensor:
         """`block` (`[layers, *kv_buffer_shape(n)]`, the KV of `n` slots read along the layout's
@@ -246,6 +254,7 @@ class ReferenceAttention(AttentionBackend):
     """Eager float32 softmax attention, one sequence at a time: the correctness oracle."""
 
     serves_window_slots = True
+    kv_cache_dtypes = (torch.bfloat16,)  # reads every K/V row as float32
 
     def forward(self, q, k, v, kv_buffer, metadata, layer, sinks=None):
         kv_buffer = kv_store.store_kv(kv_buffer, metadata.new_slots, k, v)

@@ -17,6 +17,7 @@ from sglang.ops.quant import WeightFormat
 from sglang.runtime.disaggregation.config import MODES as DISAGGREGATION_MODES
 from sglang.runtime.disaggregation.config import TRANSFER_BACKENDS
 from sglang.runtime.memory.eviction import POLICIES
+from sglang.runtime.memory.kv_dtype import KV_CACHE_DTYPES
 from sglang.runtime.observability.tracing import TraceConfig
 from sglang.runtime.parsers import REASONING_PARSERS, TOOL_CALL_PARSERS
 from sglang.runtime.speculative.config import speculative_config
@@ -81,6 +82,13 @@ class ServerArgs:
     mem_fraction_static: float = _opt(0.2, "Fraction of free device memory given to the KV cache.")
     chunked_prefill_size: int = _opt(2048, "Most prompt tokens prefilled in one step; longer prompts are chunked.")
     page_size: int = _opt(1, "Tokens per KV cache page.")
+    kv_cache_dtype: str = _opt(
+        "auto",
+        "KV cache storage dtype: auto (the model's dtype), bf16 or bfloat16 (half a float32 pool's memory and "
+        "reads). fp8_e5m2, fp8_e4m3 and fp4_e2m1 are upstream's names too; the server refuses at startup a dtype "
+        "its attention backend does not read, naming the dtypes it does.",
+        choices=tuple(KV_CACHE_DTYPES),
+    )
     swa_full_tokens_ratio: float = _opt(
         0.8,
         "Windowed (sliding-window) layers' KV slots as a share of the full layers' slots, where windowed layers "

@@ -82,27 +82,28 @@ class FuzzModels:
 
 
 class Oracles:
-    """The oracle of one model at a time. Targets are listed model by model and pytest runs a
-    module-scoped parameter's tests together, so each model's oracle engine starts once."""
+    """The oracle of one model (and oracle settings) at a time. Targets are listed model by model
+    and pytest runs a module-scoped parameter's tests together, so each oracle engine starts once."""
 
     def __init__(self, models: FuzzModels) -> None:
         self.models = models
-        self.model: str | None = None
+        self.key: tuple[str, str] | None = None
         self.oracle: Oracle | None = None
 
-    def get(self, model: str) -> Oracle:
-        if self.oracle is None or model != self.model:
+    def get(self, target: FuzzTarget) -> Oracle:
+        key = (target.model, repr(sorted(target.oracle_args.items())))
+        if self.oracle is None or key != self.key:
             self.close()
             # Serving the adapters changes nothing for base requests: their rows add exact zeros.
-            path = self.models.path(model)
-            engine = Engine(str(path), max_total_tokens=POOL_TOKENS, **ORACLE_ARGS, **self.models.lora_args(model))
-            self.model, self.oracle = model, Oracle(engine)
+            path, lora = self.models.path(target.model), self.models.lora_args(target.model)
+            engine = Engine(str(path), max_total_tokens=POOL_TOKENS, **ORACLE_ARGS, **target.oracle_args, **lora)
+            self.key, self.oracle = key, Oracle(engine)
         return self.oracle
 
     def close(self) -> None:
         if self.oracle is not None:
             self.oracle.engine.shutdown()
-        self.model, self.oracle = None, None
+        self.key, self.oracle = None, None
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +137,8 @@ def target_engine(request: pytest.FixtureRequest, fuzz_models: FuzzModels) -> It
 
 @pytest.fixture
 def oracle(target_engine: tuple[FuzzTarget, Engine], oracles: Oracles) -> Oracle:
-    """The oracle of the model the target serves."""
-    return oracles.get(target_engine[0].model)
+    """The oracle of the model the target serves, with the target's oracle settings."""
+    return oracles.get(target_engine[0])
 
 
 def fuzz(target: FuzzTarget, engine: Engine, oracle: Oracle, examples: int, derandomize: bool) -> None:

@@ -207,7 +207,7 @@ class DecodeSide:
         if not isinstance(dtype, torch.dtype):
             raise TransferError(f"unknown KV dtype {header.dtype!r}")
         tokens = torch.frombuffer(payload, dtype=torch.uint8).view(dtype).reshape(expected)
-        block = self.backend.kv_from_tokens(tokens.to(self.backend.dtype), self.io.axis).contiguous()
+        block = self.backend.kv_from_tokens(tokens.to(self.backend.kv_dtype), self.io.axis).contiguous()
         self.io.write(transfer.slots, block)
         self.bytes_received += len(payload)
         self.transfers_received += 1

@@ -20,17 +20,22 @@ from sglang.platforms.base import Platform, StepMode
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.execution.window_layers import WindowLayout
 from sglang.runtime.layers.attention import SelfAttention
+from sglang.runtime.memory.kv_dtype import kv_pool_dtype
 from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.models.decoder import DecoderForCausalLM
 
 logger = logging.getLogger(__name__)
 
 
-def attention_backend_for(model: DecoderForCausalLM, platform: Platform, page_size: int = 1) -> AttentionBackend:
+def attention_backend_for(
+    model: DecoderForCausalLM, platform: Platform, page_size: int = 1, kv_cache_dtype: str = "auto"
+) -> AttentionBackend:
     """The bound attention backend, built for `model` (its rank's heads) on `platform`'s device,
-    for a KV pool of `page_size`-token pages."""
+    for a KV pool of `page_size`-token pages in `--kv-cache-dtype` (ValueError where the backend
+    does not read it)."""
     backend = model.build_attention_backend(platform.device())
     backend.page_size = page_size
+    backend.kv_dtype = kv_pool_dtype(kv_cache_dtype, backend)
     return backend
 
 
@@ -73,11 +78,12 @@ class ModelRunner:
         layout = WindowLayout.of(config, self.attn_backend)
         if layout is None:
             logger.info(
-                "KV cache: %d slots x %d layers x %d KV heads%s, %.1f MiB",
+                "KV cache: %d slots x %d layers x %d KV heads%s, %s, %.1f MiB",
                 num_slots,
                 config.num_layers,
                 model.attention_heads[1],
                 _rank_share(),
+                str(self.attn_backend.kv_dtype).removeprefix("torch."),
                 num_slots * kv_bytes_per_token(model, self.attn_backend) / 2**20,
             )
         else:
@@ -88,7 +94,8 @@ class ModelRunner:
     def _allocate_kv(self) -> list[torch.Tensor]:
         """One buffer per layer: the full pool's, or the window pool's for windowed layers (its
         padding slot zeroed: out-of-window entries of window slot lists read it, masked out)."""
-        backend, config, dtype = self.attn_backend, self.model.config, self.model.dtype
+        backend, config = self.attn_backend, self.model.config
+        dtype = backend.kv_dtype
         full_shape = backend.kv_buffer_shape(self.num_slots)
         if self.window_pool is None:
             return self.step_runner.allocate_kv(full_shape, dtype, config.num_layers)

@@ -2,7 +2,8 @@
 step static: traced (the default) and compiled by inductor (`SGLANG_CPU_COMPILE_DECODE=1`).
 
 The embedded model, served quantized, decodes five chat prompts of different lengths through the
-graph runner with buckets (1, 2, 4, 8) and through the eager step; and once more with
+graph runner with buckets (1, 2, 4, 8) and through the eager step, over a float32 pool and a
+bfloat16 one (`--kv-cache-dtype bf16`); and once more with
 `torch.jit.trace` removed (it is deprecated), where the buckets replay the untraced step. Rows leave one by one, so the
 batch runs as bucket 8 (5 rows, 3 padded), then 4 (4 and 3 rows: across a bucket boundary), 2
 and 1. Every row's tokens must match the eager ones exactly: the padding writes only the scratch
@@ -24,7 +25,7 @@ from sglang.platforms.cpu.platform import COMPILE_ENV, CpuPlatform
 from sglang.platforms.cpu.runtime import CompiledDecodeRuntime, TracedDecodeRuntime
 from sglang.platforms.execution.captured import CapturedStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
-from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.execution.model_runner import ModelRunner, attention_backend_for
 from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.server_args import ServerArgs
 
@@ -65,14 +66,17 @@ def greedy(runner: ModelRunner, prompts: list[list[int]]) -> list[list[int]]:
 
 
 @pytest.mark.parametrize(
-    ("compiled", "traceable"),
+    ("compiled", "traceable", "kv_cache_dtype"),
     [
-        pytest.param(False, True, id="traced"),
-        pytest.param(False, False, id="torch-without-jit-trace", marks=pytest.mark.slow),
-        pytest.param(True, True, id="compiled", marks=pytest.mark.slow),
+        pytest.param(False, True, "auto", id="traced"),
+        pytest.param(False, True, "bf16", id="traced-bfloat16-pool"),
+        pytest.param(False, False, "auto", id="torch-without-jit-trace", marks=pytest.mark.slow),
+        pytest.param(True, True, "auto", id="compiled", marks=pytest.mark.slow),
     ],
 )
-def test_captured_buckets_match_eager(monkeypatch, caplog, compiled: bool, traceable: bool) -> None:
+def test_captured_buckets_match_eager(
+    monkeypatch, caplog, compiled: bool, traceable: bool, kv_cache_dtype: str
+) -> None:
     loaded = load_model(ServerArgs(device="cpu"))
     tokenizer = loaded.load_tokenizer()
     prompts = [
@@ -83,7 +87,13 @@ def test_captured_buckets_match_eager(monkeypatch, caplog, compiled: bool, trace
         for q in QUESTIONS
     ]
     slots = len(prompts) * SPAN + 1
-    eager = greedy(ModelRunner(loaded.model, CpuPlatform(), slots), prompts)
+
+    def backend(platform: CpuPlatform) -> PoolDecodeAttention:
+        return attention_backend_for(loaded.model, platform, kv_cache_dtype=kv_cache_dtype)
+
+    eager_runner = ModelRunner(loaded.model, CpuPlatform(), slots, backend(CpuPlatform()))
+    assert eager_runner.kv_buffers[0].dtype == (torch.bfloat16 if kv_cache_dtype == "bf16" else torch.float32)
+    eager = greedy(eager_runner, prompts)
     if compiled:
         monkeypatch.setenv(COMPILE_ENV, "1")
     else:
@@ -92,7 +102,7 @@ def test_captured_buckets_match_eager(monkeypatch, caplog, compiled: bool, trace
     assert isinstance(platform.runtime, CompiledDecodeRuntime if compiled else TracedDecodeRuntime)
     if not traceable:  # torch.jit.trace is deprecated: a torch that removed it still serves
         monkeypatch.delattr(torch.jit, "trace")
-    runner = ModelRunner(loaded.model, platform, slots, graph_buckets=BucketPolicy((1, 2, 4, 8)))
+    runner = ModelRunner(loaded.model, platform, slots, backend(platform), graph_buckets=BucketPolicy((1, 2, 4, 8)))
     assert isinstance(runner.step_runner, CapturedStepRunner)
     with caplog.at_level("WARNING", logger="sglang.platforms.cpu.runtime"):
         assert greedy(runner, prompts) == eager
@@ -102,15 +112,20 @@ def test_captured_buckets_match_eager(monkeypatch, caplog, compiled: bool, trace
 
 def test_pool_attention_captures_every_float32_layer_kind() -> None:
     """A captured step has no per-step plan, so every layer must take the kernel's path: it serves
-    sliding windows, soft-capping and sinks; a non-float32 pool (the SDPA fallback) is refused."""
+    sliding windows, soft-capping and sinks over float32 and bfloat16 pools; a model of another
+    dtype than float32 (the SDPA fallback) is refused."""
     plain, windowed = AttentionLayer(0, 0.125), AttentionLayer(1, 0.125, sliding_window=64)
     capped = AttentionLayer(2, 0.125, logit_softcap=30.0)
     sinks = AttentionLayer(3, 0.125, sliding_window=8, sinks=True)
 
-    def reason(layers: tuple[AttentionLayer, ...], dtype: torch.dtype = torch.float32) -> str | None:
+    def reason(
+        layers: tuple[AttentionLayer, ...], dtype: torch.dtype = torch.float32, pool: torch.dtype | None = None
+    ) -> str | None:
         backend = PoolDecodeAttention(4, 2, 64, dtype, torch.device("cpu"))
+        backend.kv_dtype = pool or dtype
         return backend.init_capture(CaptureLimits.for_pool(max_batch=4, num_slots=32, max_seq_len=64, layers=layers))
 
     assert reason((plain,)) is None
     assert reason((plain, windowed, capped, sinks)) is None
+    assert reason((plain, windowed, capped, sinks), pool=torch.bfloat16) is None
     assert "float32" in reason((plain,), torch.bfloat16)

@@ -1,15 +1,16 @@
 """The backends the schedule fuzzer holds to the oracle, and how each one's Engine is started.
 
-Every backend this machine can run: the cpu platform's own kernels (its first declared family, a
-C++ one, read from the platform rather than named here) with decode capture on and off, with NGRAM
+Every backend this machine can run: the cpu platform's own kernels (its first declared family, a C++
+one, read from the platform rather than named here) with decode capture on and off, with NGRAM
 speculative decoding and with a STANDALONE draft model; the torch_native family alone; every op
 forced to its reference; the triton family in Triton's interpreter on cpu tensors; and the tpu
-platform on XLA:CPU (the last two also with NGRAM, the tpu platform with STANDALONE too; the cpu
-and tpu platforms also with LoRA adapters). The Llama runs on all of them; DeepSeek V2 and gpt-oss
-(`fuzz_model.FUZZ_MODELS`) on all but the LoRA ones, under `-m slow` only (the CI budget). Families
-are replaced through `SGLANG_KERNEL_FAMILIES` (runtime/loader/model_loading.py); environment
-variables are set before the engine spawns its processes, which inherit them (`TRITON_INTERPRET`
-must be set before triton is imported, `JAX_PLATFORMS` before jax is).
+platform on XLA:CPU (the last two also with NGRAM, the tpu platform with STANDALONE too; the cpu and
+tpu platforms also with LoRA adapters); and the cpu platform's kernels over a bfloat16 KV pool. The
+Llama runs on all of them; DeepSeek V2 and gpt-oss (`fuzz_model.FUZZ_MODELS`) on all but the LoRA
+ones, under `-m slow` only (the CI budget). Families are replaced through `SGLANG_KERNEL_FAMILIES`
+(runtime/loader/model_loading.py); environment variables are set before the engine spawns its
+processes, which inherit them (`TRITON_INTERPRET` must be set before triton is imported,
+`JAX_PLATFORMS` before jax is).
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class FuzzTarget:
     """Left out of the default run (CI budget): fuzzed and its regressions run under `-m slow`."""
     model: str = LLAMA.name
     """The served model's name in `fuzz_model.FUZZ_MODELS`."""
+    oracle_args: dict[str, Any] = field(default_factory=dict)
+    """Settings the oracle takes from the target: a KV pool's dtype is part of the numerics every
+    schedule must reproduce, not of the schedule."""
 
     def unavailable(self) -> str | None:
         """Why this machine cannot run the target, or None. Checked with the target's environment."""
@@ -122,11 +126,12 @@ def model_targets(model: str, backends: tuple[FuzzTarget, ...]) -> tuple[FuzzTar
     Llama's), all slow only: each model adds an oracle engine and a target engine (about 20 s
     each to start on the loaded CI machine) to a run. By default
     tests/runtime/test_cpu_captured_layer_kinds.py and tests/ops/test_moe_reference.py guard what
-    these targets found (captured latent-attention decode, traceable grouped routing)."""
+    these targets found (captured latent-attention decode, traceable grouped routing). Not the
+    LoRA targets (their adapters are the Llama's) nor those with oracle settings of their own."""
     return tuple(
         replace(target, id=f"{model}-{target.id}", model=model, examples=2, slow_only=True)
         for target in backends
-        if not target.lora
+        if not target.lora and not target.oracle_args
     )
 
 
@@ -139,6 +144,7 @@ def llama_targets() -> tuple[FuzzTarget, ...]:
     # append whole runs across stops and max_new_tokens; sampled requests reject some.
     standalone = {"speculative_algorithm": "STANDALONE", "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}
     native = {KERNEL_FAMILIES_ENV: "torch_native"}
+    bf16_pool = {"kv_cache_dtype": "bf16"}
     interpreted = {KERNEL_FAMILIES_ENV: "triton", "TRITON_INTERPRET": "1"}
     return (
         FuzzTarget(f"cpu-{cpp}-capture", "cpu", capture, FULL, 3, 40, cpp),
@@ -190,6 +196,9 @@ def llama_targets() -> tuple[FuzzTarget, ...]:
         FuzzTarget(
             "tpu-xla-cpu-standalone", "tpu", standalone, FULL, 2, 20, "jax", {"JAX_PLATFORMS": "cpu"}, slow_only=True
         ),
+        # A bfloat16 pool (`--kv-cache-dtype bf16`) through captured steps, held to an oracle
+        # whose reference attention reads a bfloat16 pool too. Last: its oracle is an engine of its own.
+        FuzzTarget(f"cpu-{cpp}-bf16-pool", "cpu", {**capture, **bf16_pool}, FULL, 2, 30, cpp, oracle_args=bf16_pool),
     )
 
 

@@ -4,7 +4,8 @@ Decode rows are not gathered into a padded `[B, Hk, Lmax, D]` block: the kernel 
 slot list in the pool itself, so a step reads each cached K/V once (the gather read it, wrote a
 copy, and SDPA read the copy again; at ~1000-token contexts that copy dominated decode). The
 kernel serves a sliding window (it reads only the window's slots), logit soft-capping and
-attention sinks (gpt-oss). Float32 pools only.
+attention sinks (gpt-oss). Float32 queries over a float32 or bfloat16 pool (`--kv-cache-dtype
+bf16`: each K/V row widened as it is read, half the bytes a step streams from the pool).
 
 Short extend rows after a cached prefix (a question after a few-shot prefix found in the cache,
 at most `POOL_EXTEND_MAX_TOKENS` new tokens) go to the same kernel, one kernel row per new token
@@ -44,10 +45,18 @@ POOL_EXTEND_MAX_TOKENS = 64
 lists grow with rows x context (one list per new token), so long extends stay with SDPA."""
 
 
+KERNEL_POOL_DTYPES = (torch.float32, torch.bfloat16)
+"""The pools the kernel reads, under float32 queries."""
+
+
 class PoolDecodeAttention(SdpaAttention):
+    def _kernel_reads_pool(self) -> bool:
+        """Whether this model's queries and pool are the kernel's (else every row is SDPA's)."""
+        return self.dtype == torch.float32 and self.kv_dtype in KERNEL_POOL_DTYPES
+
     def plan(self, inputs: AttentionInputs) -> PoolAttentionMetadata:
         lens, prefixes = inputs.extend_lens, inputs.prefix_lens
-        short = self.dtype == torch.float32  # the kernel's pools; else extends stay with SDPA
+        short = self._kernel_reads_pool()  # else extends stay with SDPA
         in_kernel = [e == 1 or (short and 1 < e <= POOL_EXTEND_MAX_TOKENS and p > 0) for e, p in zip(lens, prefixes)]
         pooled = [i for i, kernel in enumerate(in_kernel) if kernel]
         extend = tuple(i for i, e in enumerate(lens) if e > 1 and not in_kernel[i])
@@ -82,8 +91,8 @@ class PoolDecodeAttention(SdpaAttention):
 
     def init_capture(self, limits: CaptureLimits) -> str | None:
         # A captured step has no per-step plan, so every layer must take the kernel's path.
-        if self.dtype != torch.float32:
-            return f"{type(self).__name__} captures float32 KV pools only, not {self.dtype}"
+        if not self._kernel_reads_pool():
+            return f"{type(self).__name__} captures float32 models only, not {self.dtype} (pool {self.kv_dtype})"
         self._slots = torch.zeros(limits.max_kv_entries, dtype=torch.long)
         self._starts = torch.zeros(limits.max_batch + 1, dtype=torch.long)
         self._new_slots = torch.zeros(limits.max_batch, dtype=torch.long)
@@ -127,7 +136,7 @@ class PoolDecodeAttention(SdpaAttention):
 
     def _reads_pool(self, q, kv_buffer, meta: PoolAttentionMetadata) -> bool:
         """Whether the kernel serves this step's decode rows (else the SDPA path does)."""
-        return meta.pool_slots is not None and q.dtype == kv_buffer.dtype == torch.float32
+        return meta.pool_slots is not None and q.dtype == torch.float32 and kv_buffer.dtype in KERNEL_POOL_DTYPES
 
     def _padded(self, meta: PoolAttentionMetadata) -> SdpaAttentionMetadata:
         """The torch_native metadata for the same batch (decode rows gathered, then SDPA; every

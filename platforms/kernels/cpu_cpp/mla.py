@@ -26,6 +26,10 @@ class PoolDecodeMLA(AbsorbedMLA):
     capture_metadata = PoolDecodeAttention.capture_metadata
     replay_metadata = PoolDecodeAttention.replay_metadata
 
+    def _kernel_reads_pool(self) -> bool:
+        """The latent kernel's pools: float32, under float32 queries."""
+        return self.dtype == self.kv_dtype == torch.float32
+
     def _decode(self, query: torch.Tensor, kv_buffer: torch.Tensor, metadata: PoolAttentionMetadata, layer):
         scale, rank = layer.scale, self.kv_lora_rank
         return kernel_ops().mla_decode(query, kv_buffer, metadata.pool_slots, metadata.pool_starts, rank, scale)

@@ -45,6 +45,7 @@ class SdpaAttentionMetadata(AttentionMetadata):
 class SdpaAttention(AttentionBackend):
     decode_rows_see_each_other = True  # `forward` stores every new K/V row before any attention
     serves_window_slots = True  # token-level slot lists; keys outside the window are masked out
+    kv_cache_dtypes = (torch.bfloat16,)  # gathered rows are converted to the query's dtype
 
     def plan(self, inputs: AttentionInputs) -> SdpaAttentionMetadata:
         decode = [i for i, e in enumerate(inputs.extend_lens) if e == 1]
@@ -80,8 +81,8 @@ class SdpaAttention(AttentionBackend):
             seq_len, prefix_len = inputs.seq_lens[i], inputs.prefix_lens[i]
             slots = inputs.kv_slots[kv_starts[i] : kv_starts[i + 1]]
             queries = q[q_starts[i] : q_starts[i + 1]].transpose(0, 1)
-            keys = kv_buffer[0, slots].transpose(0, 1)
-            values = kv_buffer[1, slots].transpose(0, 1)
+            keys = kv_buffer[0, slots].transpose(0, 1).to(q.dtype)
+            values = kv_buffer[1, slots].transpose(0, 1).to(q.dtype)
             if prefix_len == 0 and layer.sliding_window is None and sinks is None:
                 mask, causal = None, True
             else:
@@ -105,8 +106,8 @@ class SdpaAttention(AttentionBackend):
 
     def _decode(self, q, kv_buffer, meta: SdpaAttentionMetadata, layer, sinks=None) -> torch.Tensor:
         queries = q[meta.decode_q_index].unsqueeze(2)
-        keys = kv_buffer[0][meta.decode_slots].transpose(1, 2)
-        values = kv_buffer[1][meta.decode_slots].transpose(1, 2)
+        keys = kv_buffer[0][meta.decode_slots].transpose(1, 2).to(q.dtype)
+        values = kv_buffer[1][meta.decode_slots].transpose(1, 2).to(q.dtype)
         valid = meta.decode_valid
         if layer.sliding_window is not None:
             positions = torch.arange(valid.shape[-1])

@@ -17,13 +17,22 @@
 //
 // `decode_attention_store` first writes the step's new K/V rows into the pool (what the caller's
 // index_copy did, one op call fewer per layer): decode steps are dominated by call overheads.
+//
+// The K/V pool is float32 or bfloat16 (`--kv-cache-dtype bf16`); queries, scores and sums are
+// float32 either way. A bfloat16 value is a float32's high 16 bits: a block's rows are widened
+// exactly into an L1-resident float32 block once, which the group's heads then read (widened in
+// each head's pass, every row was converted once per head, and the step ran slower than over a
+// float32 pool). Stores round to nearest even, as torch's `to` does.
 #include "ops.h"
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/record_function.h>
+#include <c10/util/BFloat16.h>
 #include <torch/library.h>
+#include <array>
 #include <cmath>
+#include <numeric>
 #include <vector>
 #include "vector_math.h"
 
@@ -146,15 +155,58 @@ constexpr int64_t CHUNK = 128;
 // block's K and V rows are read from memory once for the whole group and then from L1.
 constexpr int64_t TOKEN_BLOCK = 32;
 
+// Where a block's K or V rows are read: `data + slots[j] * stride` for its token j.
+struct BlockRows {
+  const float* data;
+  const int64_t* slots;
+  int64_t stride;
+};
+
+// A float32 pool's rows are read in place.
+inline BlockRows block_rows(const float* pool, const int64_t* slots, int64_t, int64_t stride, int64_t,
+                            std::vector<float>&) {
+  return {pool, slots, stride};
+}
+
+// A bfloat16 pool's n rows (n <= TOKEN_BLOCK) are widened into `widened` [n][D], read in order.
+inline BlockRows block_rows(const c10::BFloat16* pool, const int64_t* slots, int64_t n, int64_t stride, int64_t D,
+                            std::vector<float>& widened) {
+  static const std::array<int64_t, TOKEN_BLOCK> in_order = [] {
+    std::array<int64_t, TOKEN_BLOCK> order;
+    std::iota(order.begin(), order.end(), 0);
+    return order;
+  }();
+  widened.resize(TOKEN_BLOCK * D);
+  for (int64_t j = 0; j < n; ++j) {
+    const c10::BFloat16* row = pool + slots[j] * stride;
+    float* out = widened.data() + j * D;
+    int64_t i = 0;
+#ifdef SGL_AVX2
+    if (j + PREFETCH < n) _mm_prefetch(reinterpret_cast<const char*>(pool + slots[j + PREFETCH] * stride), _MM_HINT_T0);
+    for (; i + LANES <= D; i += LANES) {
+      const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i));
+      _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
+    }
+#endif
+    for (; i < D; ++i) out[i] = static_cast<float>(row[i]);
+  }
+  return {widened.data(), in_order.data(), D};
+}
+
 // One task: the `group` query heads from q (rows of D) attend over tokens slots[0..len) of one KV
 // head. `part` receives, per head, D unnormalized value sums, then the scores' maximum and the sum
 // of their exponentials (the sink left out; `merge` adds it).
-void attend_chunk(const float* q, const float* k, const float* v, const int64_t* slots, int64_t len, int64_t stride,
-                  int64_t D, int64_t group, float scale, float cap, std::vector<float>& scores, float* part) {
+template <typename KV>
+void attend_chunk(const float* q, const KV* k, const KV* v, const int64_t* slots, int64_t len, int64_t stride,
+                  int64_t D, int64_t group, float scale, float cap, std::vector<float>& scores,
+                  std::vector<float>& widened, float* part) {
   scores.resize(group * len);
-  for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK)
+  for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK) {
+    const int64_t n = std::min(TOKEN_BLOCK, len - j0);
+    const BlockRows keys = block_rows(k, slots + j0, n, stride, D, widened);
     for (int64_t g = 0; g < group; ++g)
-      scores_of(q + g * D, k, slots + j0, std::min(TOKEN_BLOCK, len - j0), stride, D, scale, scores.data() + g * len + j0);
+      scores_of(q + g * D, keys.data, keys.slots, n, keys.stride, D, scale, scores.data() + g * len + j0);
+  }
   for (int64_t g = 0; g < group; ++g) {
     float* s = scores.data() + g * len;
     if (cap > 0.f) soft_cap(s, len, cap);
@@ -162,10 +214,13 @@ void attend_chunk(const float* q, const float* k, const float* v, const int64_t*
     head[D + 1] = softmax_numerators(s, len, head + D);
     std::fill_n(head, D, 0.f);
   }
-  for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK)
+  for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK) {
+    const int64_t n = std::min(TOKEN_BLOCK, len - j0);
+    const BlockRows values = block_rows(v, slots + j0, n, stride, D, widened);
     for (int64_t g = 0; g < group; ++g)
-      accumulate_values(scores.data() + g * len + j0, v, slots + j0, std::min(TOKEN_BLOCK, len - j0), stride, D,
+      accumulate_values(scores.data() + g * len + j0, values.data, values.slots, n, values.stride, D,
                         part + g * (D + 2));
+  }
 }
 
 // out[i] = the softmax-weighted value of one query head from its chunks' partials (`parts`
@@ -193,7 +248,8 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
                             const at::Tensor& starts, double scale, int64_t window, double softcap,
                             const std::optional<at::Tensor>& sinks) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention", std::vector<c10::IValue>());
-  TORCH_CHECK(q.scalar_type() == at::kFloat && kv.scalar_type() == at::kFloat, "decode_attention: float32");
+  TORCH_CHECK(q.scalar_type() == at::kFloat && (kv.scalar_type() == at::kFloat || kv.scalar_type() == at::kBFloat16),
+              "decode_attention: float32 queries, a float32 or bfloat16 pool");
   TORCH_CHECK(q.dim() == 3 && kv.dim() == 4 && kv.size(0) == 2, "decode_attention: q [B, H, D], kv [2, S, Hk, D]");
   TORCH_CHECK(kv.is_contiguous() && slots.scalar_type() == at::kLong && starts.scalar_type() == at::kLong,
               "decode_attention: layout");
@@ -203,8 +259,6 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
   const int64_t group = H / Hk, stride = Hk * D;
   at::Tensor out = at::empty_like(qc);
   const float* qp = qc.data_ptr<float>();
-  const float* kp = kv.data_ptr<float>();
-  const float* vp = kp + S * stride;
   const at::Tensor slots_c = slots.contiguous(), starts_c = starts.contiguous();
   const int64_t* sp = slots_c.data_ptr<int64_t>();
   const int64_t* st = starts_c.data_ptr<int64_t>();
@@ -234,19 +288,27 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
   // The partials of split rows' chunks (a row of one chunk is finished by its own task).
   std::vector<float> parts(split_rows.empty() ? 0 : chunks * part_stride);
   const auto sink_of = [&](int64_t h) { return sink_logits ? sink_logits[h] : -INFINITY; };
-  at::parallel_for(0, chunks * Hk, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores, own(group * (D + 2));
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t c = task / Hk, hk = task % Hk, b = row_of[c], h0 = hk * group;
-      const bool whole = chunk_at[b + 1] - chunk_at[b] == 1;
-      const int64_t from = (c - chunk_at[b]) * CHUNK, count = std::min(CHUNK, len[b] - from);
-      float* part = whole ? own.data() : parts.data() + c * part_stride + h0 * (D + 2);
-      attend_chunk(qp + (b * H + h0) * D, kp + hk * D, vp + hk * D, sp + first[b] + from, std::max<int64_t>(count, 0),
-                   stride, D, group, sc, cap, scores, part);
-      if (whole)
-        for (int64_t g = 0; g < group; ++g) merge(part + g * (D + 2), 1, 0, D, sink_of(h0 + g), op + (b * H + h0 + g) * D);
-    }
-  });
+  const auto attend = [&](const auto* kp) {  // the pool's K half; its V half follows
+    const auto* vp = kp + S * stride;
+    at::parallel_for(0, chunks * Hk, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores, widened, own(group * (D + 2));
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t c = task / Hk, hk = task % Hk, b = row_of[c], h0 = hk * group;
+        const bool whole = chunk_at[b + 1] - chunk_at[b] == 1;
+        const int64_t from = (c - chunk_at[b]) * CHUNK, count = std::min(CHUNK, len[b] - from);
+        float* part = whole ? own.data() : parts.data() + c * part_stride + h0 * (D + 2);
+        attend_chunk(qp + (b * H + h0) * D, kp + hk * D, vp + hk * D, sp + first[b] + from,
+                     std::max<int64_t>(count, 0), stride, D, group, sc, cap, scores, widened, part);
+        if (whole)
+          for (int64_t g = 0; g < group; ++g)
+            merge(part + g * (D + 2), 1, 0, D, sink_of(h0 + g), op + (b * H + h0 + g) * D);
+      }
+    });
+  };
+  if (kv.scalar_type() == at::kBFloat16)
+    attend(kv.data_ptr<c10::BFloat16>());
+  else
+    attend(kv.data_ptr<float>());
   at::parallel_for(0, static_cast<int64_t>(split_rows.size()) * H, 16, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = split_rows[task / H], h = task % H;
@@ -263,20 +325,24 @@ at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, cons
                                   const at::Tensor& starts, double scale, int64_t window, double softcap,
                                   const std::optional<at::Tensor>& sinks) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention_store", std::vector<c10::IValue>());
-  TORCH_CHECK(kv.scalar_type() == at::kFloat && k.scalar_type() == kv.scalar_type() && v.scalar_type() == kv.scalar_type(),
-              "decode_attention: float32");
+  TORCH_CHECK(k.scalar_type() == at::kFloat && v.scalar_type() == at::kFloat, "decode_attention: float32 new rows");
   TORCH_CHECK(new_slots.numel() == k.size(0) && k.sizes() == v.sizes(), "decode_attention: new rows");
   const int64_t rows = k.size(0), row = kv.size(2) * kv.size(3);
   TORCH_CHECK(k.numel() == rows * row && kv.is_contiguous(), "decode_attention: new rows' shape");
   const at::Tensor kc = k.contiguous(), vc = v.contiguous(), ns = new_slots.contiguous();
   const int64_t* dst = ns.data_ptr<int64_t>();
-  float* pool = kv.data_ptr<float>();
   const int64_t S = kv.size(1);
-  for (int64_t r = 0; r < rows; ++r) {
-    TORCH_CHECK(dst[r] >= 0 && dst[r] < S, "decode_attention: slot out of range");
-    std::copy_n(kc.data_ptr<float>() + r * row, row, pool + dst[r] * row);
-    std::copy_n(vc.data_ptr<float>() + r * row, row, pool + (S + dst[r]) * row);
-  }
+  for (int64_t r = 0; r < rows; ++r) TORCH_CHECK(dst[r] >= 0 && dst[r] < S, "decode_attention: slot out of range");
+  const auto store = [&](auto* pool) {  // copy_n converts: into bfloat16, rounding to nearest even
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(kc.data_ptr<float>() + r * row, row, pool + dst[r] * row);
+      std::copy_n(vc.data_ptr<float>() + r * row, row, pool + (S + dst[r]) * row);
+    }
+  };
+  if (kv.scalar_type() == at::kBFloat16)
+    store(kv.data_ptr<c10::BFloat16>());
+  else
+    store(kv.data_ptr<float>());
   return decode_attention(q, kv, slots, starts, scale, window, softcap, sinks);
 }
 
