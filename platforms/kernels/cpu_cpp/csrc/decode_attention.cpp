@@ -19,10 +19,8 @@
 // index_copy did, one op call fewer per layer): decode steps are dominated by call overheads.
 //
 // The K/V pool is float32 or bfloat16 (`--kv-cache-dtype bf16`); queries, scores and sums are
-// float32 either way. A bfloat16 value is a float32's high 16 bits: a block's rows are widened
-// exactly into an L1-resident float32 block once, which the group's heads then read (widened in
-// each head's pass, every row was converted once per head, and the step ran slower than over a
-// float32 pool). Stores round to nearest even, as torch's `to` does.
+// float32 either way. A bfloat16 value is a float32's high 16 bits, so a row widens exactly as it
+// is loaded; stores round to nearest even, as torch's `to` does.
 #include "ops.h"
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -30,9 +28,8 @@
 #include <ATen/record_function.h>
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
-#include <array>
 #include <cmath>
-#include <numeric>
+#include <type_traits>
 #include <vector>
 #include "vector_math.h"
 
@@ -41,10 +38,11 @@ namespace {
 constexpr int64_t PREFETCH = 8;  // tokens ahead: slots are scattered over the pool
 constexpr int64_t LANES = 8;
 
-inline float dot(const float* a, const float* b, int64_t d) {
+template <typename KV>
+inline float dot(const float* a, const KV* b, int64_t d) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < d; ++i) s += a[i] * b[i];
+  for (int64_t i = 0; i < d; ++i) s += a[i] * static_cast<float>(b[i]);
   return s;
 }
 
@@ -151,75 +149,156 @@ void weighted_values(const float* p, const float* v, const int64_t* slots, int64
 // output depends on its own context only, not on the batch or the thread count; a row of at most
 // one chunk is attended in one piece, with no merge.
 constexpr int64_t CHUNK = 128;
-// Within a task, the group's query heads take turns over blocks of this many tokens, so each
-// block's K and V rows are read from memory once for the whole group and then from L1.
+// Within a task, the group's query heads go over blocks of this many tokens together, so each
+// block's K and V rows are read from memory once for the whole group.
 constexpr int64_t TOKEN_BLOCK = 32;
+// Query heads that share one pass over a block's rows: each K or V vector loaded (and widened)
+// once feeds HEAD_SET heads' multiply-adds, from registers. Three heads by four tokens (scores) or
+// four column vectors (values) are twelve accumulators: with the heads' three query (or weight)
+// vectors and the row's vector, the sixteen AVX2 registers. One head at a time, each re-read the
+// rows (from L1): a load per multiply-add, and a bfloat16 row widened once per head.
+constexpr int HEAD_SET = 3;
+// Chunks per thread from which a task takes all of a chunk's KV heads.
+constexpr int64_t TASKS_PER_THREAD = 4;
+constexpr int SET_TOKENS = 4;
+constexpr int SET_VECTORS = 4;
 
-// Where a block's K or V rows are read: `data + slots[j] * stride` for its token j.
-struct BlockRows {
-  const float* data;
-  const int64_t* slots;
-  int64_t stride;
-};
-
-// A float32 pool's rows are read in place.
-inline BlockRows block_rows(const float* pool, const int64_t* slots, int64_t, int64_t stride, int64_t,
-                            std::vector<float>&) {
-  return {pool, slots, stride};
-}
-
-// A bfloat16 pool's n rows (n <= TOKEN_BLOCK) are widened into `widened` [n][D], read in order.
-inline BlockRows block_rows(const c10::BFloat16* pool, const int64_t* slots, int64_t n, int64_t stride, int64_t D,
-                            std::vector<float>& widened) {
-  static const std::array<int64_t, TOKEN_BLOCK> in_order = [] {
-    std::array<int64_t, TOKEN_BLOCK> order;
-    std::iota(order.begin(), order.end(), 0);
-    return order;
-  }();
-  widened.resize(TOKEN_BLOCK * D);
-  for (int64_t j = 0; j < n; ++j) {
-    const c10::BFloat16* row = pool + slots[j] * stride;
-    float* out = widened.data() + j * D;
-    int64_t i = 0;
 #ifdef SGL_AVX2
-    if (j + PREFETCH < n) _mm_prefetch(reinterpret_cast<const char*>(pool + slots[j + PREFETCH] * stride), _MM_HINT_T0);
-    for (; i + LANES <= D; i += LANES) {
-      const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i));
-      _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
-    }
+// Eight pool values as float32 lanes: a bfloat16 value is a float32's high 16 bits.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const c10::BFloat16* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
 #endif
-    for (; i < D; ++i) out[i] = static_cast<float>(row[i]);
+
+#ifdef SGL_AVX2
+// Every cache line of a row of D values: at long contexts the rows come from memory, a head's
+// slice of each token's row apart from the next one's, where the hardware's prefetchers follow.
+template <typename KV>
+inline void prefetch_row(const KV* row, int64_t D) {
+  for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(KV)); byte += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(row) + byte, _MM_HINT_T0);
+}
+#endif
+
+// scores[h * len + j] = scale * dot(q + h * D, K row of token j) for HEADS heads and j < n; rows
+// are prefetched PREFETCH tokens ahead, up to `ahead` (slots readable past the block's n).
+template <int HEADS, typename KV>
+void head_set_scores(const float* q, const KV* k, const int64_t* slots, int64_t n, int64_t ahead, int64_t stride,
+                     int64_t D, float scale, float* scores, int64_t len) {
+  int64_t j = 0;
+#ifdef SGL_AVX2
+  if (D % LANES == 0) {
+    for (; j + SET_TOKENS <= n; j += SET_TOKENS) {
+      const KV* rows[SET_TOKENS];
+      for (int t = 0; t < SET_TOKENS; ++t) {
+        rows[t] = k + slots[j + t] * stride;
+        if (j + t + PREFETCH < ahead) prefetch_row(k + slots[j + t + PREFETCH] * stride, D);
+      }
+      __m256 acc[2 * LANES];  // token t, head h at t * HEADS + h; the rest zero for the sums
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int64_t i = 0; i < D; i += LANES) {
+        __m256 qi[HEADS];
+        for (int h = 0; h < HEADS; ++h) qi[h] = _mm256_loadu_ps(q + h * D + i);
+        for (int t = 0; t < SET_TOKENS; ++t) {
+          const __m256 kt = load8(rows[t] + i);
+          for (int h = 0; h < HEADS; ++h) acc[t * HEADS + h] = _mm256_fmadd_ps(qi[h], kt, acc[t * HEADS + h]);
+        }
+      }
+      alignas(32) float sums[2 * LANES];
+      _mm256_store_ps(sums, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
+      if (SET_TOKENS * HEADS > LANES) _mm256_store_ps(sums + LANES, _mm256_mul_ps(hsum8(acc + LANES), _mm256_set1_ps(scale)));
+      for (int t = 0; t < SET_TOKENS; ++t)
+        for (int h = 0; h < HEADS; ++h) scores[h * len + j + t] = sums[t * HEADS + h];
+    }
   }
-  return {widened.data(), in_order.data(), D};
+#endif
+  for (; j < n; ++j)
+    for (int h = 0; h < HEADS; ++h) scores[h * len + j] = dot(q + h * D, k + slots[j] * stride, D) * scale;
 }
 
-// One task: the `group` query heads from q (rows of D) attend over tokens slots[0..len) of one KV
-// head. `part` receives, per head, D unnormalized value sums, then the scores' maximum and the sum
-// of their exponentials (the sink left out; `merge` adds it).
+// acc[h * (D + 2) + i] += sum_j p[h * len + j] * (V row of token j)[i] for HEADS heads, i < D, the
+// tokens in order (so each output sums as accumulate_values does); prefetched as head_set_scores.
+template <int HEADS, typename KV>
+void head_set_values(const float* p, int64_t len, const KV* v, const int64_t* slots, int64_t n, int64_t ahead,
+                     int64_t stride, int64_t D, float* acc) {
+  int64_t i0 = 0;
+#ifdef SGL_AVX2
+  const auto columns = [&](auto vectors) {  // the next `vectors` 8-column groups of every head
+    constexpr int VECTORS = decltype(vectors)::value;
+    __m256 sums[HEADS][VECTORS];
+    for (int h = 0; h < HEADS; ++h)
+      for (int c = 0; c < VECTORS; ++c) sums[h][c] = _mm256_loadu_ps(acc + h * (D + 2) + i0 + c * LANES);
+    for (int64_t j = 0; j < n; ++j) {
+      if (i0 == 0 && j + PREFETCH < ahead) prefetch_row(v + slots[j + PREFETCH] * stride, D);
+      const KV* row = v + slots[j] * stride + i0;
+      __m256 pj[HEADS];
+      for (int h = 0; h < HEADS; ++h) pj[h] = _mm256_broadcast_ss(p + h * len + j);
+      for (int c = 0; c < VECTORS; ++c) {
+        const __m256 x = load8(row + c * LANES);
+        for (int h = 0; h < HEADS; ++h) sums[h][c] = _mm256_fmadd_ps(pj[h], x, sums[h][c]);
+      }
+    }
+    for (int h = 0; h < HEADS; ++h)
+      for (int c = 0; c < VECTORS; ++c) _mm256_storeu_ps(acc + h * (D + 2) + i0 + c * LANES, sums[h][c]);
+    i0 += VECTORS * LANES;
+  };
+  while (i0 + SET_VECTORS * LANES <= D) columns(std::integral_constant<int, SET_VECTORS>{});
+  while (i0 + LANES <= D) columns(std::integral_constant<int, 1>{});
+#endif
+  for (int h = 0; h < HEADS; ++h)
+    for (int64_t j = 0; j < n; ++j) {
+      const KV* row = v + slots[j] * stride;
+      const float pj = p[h * len + j];
+      for (int64_t i = i0; i < D; ++i) acc[h * (D + 2) + i] += pj * static_cast<float>(row[i]);
+    }
+}
+
+// The group's heads in sets of HEAD_SET (the last set smaller): `set(heads, first head)`.
+template <typename Set>
+void by_head_sets(int64_t group, Set set) {
+  int64_t h0 = 0;
+  for (; h0 + HEAD_SET <= group; h0 += HEAD_SET) set(std::integral_constant<int, HEAD_SET>{}, h0);
+  if (group - h0 == 2) set(std::integral_constant<int, 2>{}, h0);
+  if (group - h0 == 1) set(std::integral_constant<int, 1>{}, h0);
+}
+
+// One task: `kv_heads` consecutive KV heads (from k, v) and their groups of query heads (from q,
+// rows of D) attend over tokens slots[0..len). Block by block, every KV head's slice of a token's
+// row is read before the next token's: one forward stream through the rows, which the hardware
+// prefetchers follow. `part` receives, per query head, D unnormalized value sums, then the scores'
+// maximum and the sum of their exponentials (the sink left out; `merge` adds it).
 template <typename KV>
 void attend_chunk(const float* q, const KV* k, const KV* v, const int64_t* slots, int64_t len, int64_t stride,
-                  int64_t D, int64_t group, float scale, float cap, std::vector<float>& scores,
-                  std::vector<float>& widened, float* part) {
-  scores.resize(group * len);
+                  int64_t D, int64_t kv_heads, int64_t group, float scale, float cap, std::vector<float>& scores,
+                  float* part) {
+  const int64_t heads = kv_heads * group;
+  scores.resize(heads * len);
   for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK) {
     const int64_t n = std::min(TOKEN_BLOCK, len - j0);
-    const BlockRows keys = block_rows(k, slots + j0, n, stride, D, widened);
-    for (int64_t g = 0; g < group; ++g)
-      scores_of(q + g * D, keys.data, keys.slots, n, keys.stride, D, scale, scores.data() + g * len + j0);
+    for (int64_t hk = 0; hk < kv_heads; ++hk)
+      by_head_sets(group, [&](auto set, int64_t g0) {
+        const int64_t h = hk * group + g0;
+        head_set_scores<decltype(set)::value>(q + h * D, k + hk * D, slots + j0, n, len - j0, stride, D, scale,
+                                              scores.data() + h * len + j0, len);
+      });
   }
-  for (int64_t g = 0; g < group; ++g) {
-    float* s = scores.data() + g * len;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* s = scores.data() + h * len;
     if (cap > 0.f) soft_cap(s, len, cap);
-    float* head = part + g * (D + 2);
+    float* head = part + h * (D + 2);
     head[D + 1] = softmax_numerators(s, len, head + D);
     std::fill_n(head, D, 0.f);
   }
   for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK) {
     const int64_t n = std::min(TOKEN_BLOCK, len - j0);
-    const BlockRows values = block_rows(v, slots + j0, n, stride, D, widened);
-    for (int64_t g = 0; g < group; ++g)
-      accumulate_values(scores.data() + g * len + j0, values.data, values.slots, n, values.stride, D,
-                        part + g * (D + 2));
+    for (int64_t hk = 0; hk < kv_heads; ++hk)
+      by_head_sets(group, [&](auto set, int64_t g0) {
+        const int64_t h = hk * group + g0;
+        head_set_values<decltype(set)::value>(scores.data() + h * len + j0, len, v + hk * D, slots + j0, n,
+                                              len - j0, stride, D, part + h * (D + 2));
+      });
   }
 }
 
@@ -288,20 +367,25 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
   // The partials of split rows' chunks (a row of one chunk is finished by its own task).
   std::vector<float> parts(split_rows.empty() ? 0 : chunks * part_stride);
   const auto sink_of = [&](int64_t h) { return sink_logits ? sink_logits[h] : -INFINITY; };
+  // A task is a chunk's KV heads together where there are chunks enough to keep every thread
+  // busy, else one KV head of a chunk (a one-row step of a short context is a single chunk).
+  const int64_t task_heads = chunks >= TASKS_PER_THREAD * at::get_num_threads() ? Hk : 1;
+  const int64_t tasks_per_chunk = Hk / task_heads;
   const auto attend = [&](const auto* kp) {  // the pool's K half; its V half follows
     const auto* vp = kp + S * stride;
-    at::parallel_for(0, chunks * Hk, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> scores, widened, own(group * (D + 2));
+    at::parallel_for(0, chunks * tasks_per_chunk, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores, own(H * (D + 2));
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t c = task / Hk, hk = task % Hk, b = row_of[c], h0 = hk * group;
+        const int64_t c = task / tasks_per_chunk, hk = task % tasks_per_chunk * task_heads, b = row_of[c];
+        const int64_t h0 = hk * group;
         const bool whole = chunk_at[b + 1] - chunk_at[b] == 1;
         const int64_t from = (c - chunk_at[b]) * CHUNK, count = std::min(CHUNK, len[b] - from);
         float* part = whole ? own.data() : parts.data() + c * part_stride + h0 * (D + 2);
         attend_chunk(qp + (b * H + h0) * D, kp + hk * D, vp + hk * D, sp + first[b] + from,
-                     std::max<int64_t>(count, 0), stride, D, group, sc, cap, scores, widened, part);
+                     std::max<int64_t>(count, 0), stride, D, task_heads, group, sc, cap, scores, part);
         if (whole)
-          for (int64_t g = 0; g < group; ++g)
-            merge(part + g * (D + 2), 1, 0, D, sink_of(h0 + g), op + (b * H + h0 + g) * D);
+          for (int64_t h = 0; h < task_heads * group; ++h)
+            merge(part + h * (D + 2), 1, 0, D, sink_of(h0 + h), op + (b * H + h0 + h) * D);
       }
     });
   };
