@@ -90,7 +90,7 @@ class DecodeSide:
         capacity = self.scheduler.capacity
         if len(req.input_ids) + self.scheduler.allocator.page_size > capacity:
             req.abort(f"{len(req.input_ids)} tokens do not fit in the KV cache ({capacity} tokens)")
-            self.scheduler._finish(req)
+            self.scheduler.finish(req)
             return
         self.queued.append(req)
         self._start_queued()
@@ -110,7 +110,7 @@ class DecodeSide:
         else:
             return False
         req.abort(message)
-        self.scheduler._finish(req)
+        self.scheduler.finish(req)
         return True
 
     def poll(self, idle: bool) -> None:
@@ -136,7 +136,7 @@ class DecodeSide:
                 self.transfers_failed += 1
                 self.scheduler.free_slots(transfer.slots)
                 transfer.req.abort(f"KV transfer failed: {e}", status_code=INTERNAL_ERROR_STATUS)
-                self.scheduler._finish(transfer.req)
+                self.scheduler.finish(transfer.req)
 
     def stats(self) -> dict[str, int]:
         return {
@@ -218,13 +218,13 @@ class DecodeSide:
         if req.grammar_error is not None:
             scheduler.free_slots(transfer.slots)
             req.abort(req.grammar_error)
-            scheduler._finish(req)
+            scheduler.finish(req)
             return
         req.slots = transfer.slots
         req.match = scheduler.cache.match_prefix([])  # nothing shared: its own KV, locked as any admission
         scheduler.cache.inc_lock_ref(req.match.last_node)
         scheduler.results.append(req, header.first_token, None)
         if req.finished:
-            scheduler._finish(req)
+            scheduler.finish(req)
         else:
             scheduler.running.append(req)

@@ -94,7 +94,7 @@ class Scheduler:
         }
         self.stats |= dict.fromkeys(verify_step.TOTALS, 0)
         self.admission = Admission(
-            args, self.cache, allocator, self.hicache, lora, self.window_pool, self.stats, self._finish
+            args, self.cache, allocator, self.hicache, lora, self.window_pool, self.stats, self.finish
         )
         self.speculator = speculator or build_speculator(speculative_config(args))
         self.results = StepResults(
@@ -123,7 +123,7 @@ class Scheduler:
             except LoraError as e:
                 req.lora_name = None  # holds nothing of the manager's to give back
                 req.abort(str(e))
-                self._finish(req)
+                self.finish(req)
                 return
         if self.grammar is not None and self.grammar.wants(req.params):
             self.grammar.submit(req)
@@ -143,7 +143,7 @@ class Scheduler:
             if req.rid == rid:
                 self.waiting.remove(req)
                 req.abort(message)
-                self._finish(req)
+                self.finish(req)
                 return
         for req in self.running:
             if req.rid == rid:
@@ -306,12 +306,14 @@ class Scheduler:
     # -- finished requests ---------------------------------------------------------------------
     def _end(self, req: Req) -> None:
         self.running.remove(req)
-        self._finish(req)
+        self.finish(req)
 
     def _stream(self, req: Req) -> None:
         self.finished_updates.append(self._update(req))
 
-    def _finish(self, req: Req) -> None:
+    def finish(self, req: Req) -> None:
+        """Releases what a finished (or failed) request holds, which no queue lists any more (its
+        prefetch, KV, adapter, drafter and grammar state), and queues its last update."""
         if req.prefetch is not None and self.hicache is not None:  # finished while waiting: reads stop
             self.hicache.cancel(req.prefetch)
             req.prefetch = None
