@@ -149,17 +149,17 @@ void weighted_values(const float* p, const float* v, const int64_t* slots, int64
 // output depends on its own context only, not on the batch or the thread count; a row of at most
 // one chunk is attended in one piece, with no merge.
 constexpr int64_t CHUNK = 128;
-// Within a task, the group's query heads go over blocks of this many tokens together, so each
+// Within a task, the group's query heads go over blocks of this many tokens in turn, so each
 // block's K and V rows are read from memory once for the whole group.
 constexpr int64_t TOKEN_BLOCK = 32;
-// Query heads that share one pass over a block's rows: each K or V vector loaded (and widened)
-// once feeds HEAD_SET heads' multiply-adds, from registers. Three heads by four tokens (scores) or
-// four column vectors (values) are twelve accumulators: with the heads' three query (or weight)
-// vectors and the row's vector, the sixteen AVX2 registers. One head at a time, each re-read the
-// rows (from L1): a load per multiply-add, and a bfloat16 row widened once per head.
+// A bfloat16 pool's query heads share one pass over a block's rows: each K or V vector widened
+// once feeds HEAD_SET heads' multiply-adds from registers (three heads by four tokens, or by four
+// column vectors: twelve accumulators, with three query or weight vectors and the row's vector the
+// sixteen AVX2 registers). Widened in each head's own pass, every row was converted once per head,
+// and a step read from a bfloat16 pool slower than from a float32 one. Float32 rows keep one pass
+// per head, eight tokens' rows loaded at a time: at scattered slots the loads in flight bound the
+// kernel, and head sets (four tokens at a time) measured 0.7-0.9x there.
 constexpr int HEAD_SET = 3;
-// Chunks per thread from which a task takes all of a chunk's KV heads.
-constexpr int64_t TASKS_PER_THREAD = 4;
 constexpr int SET_TOKENS = 4;
 constexpr int SET_VECTORS = 4;
 
@@ -264,41 +264,43 @@ void by_head_sets(int64_t group, Set set) {
   if (group - h0 == 1) set(std::integral_constant<int, 1>{}, h0);
 }
 
-// One task: `kv_heads` consecutive KV heads (from k, v) and their groups of query heads (from q,
-// rows of D) attend over tokens slots[0..len). Block by block, every KV head's slice of a token's
-// row is read before the next token's: one forward stream through the rows, which the hardware
-// prefetchers follow. `part` receives, per query head, D unnormalized value sums, then the scores'
-// maximum and the sum of their exponentials (the sink left out; `merge` adds it).
+// One task: the `group` query heads from q (rows of D) attend over tokens slots[0..len) of one KV
+// head. `part` receives, per head, D unnormalized value sums, then the scores' maximum and the sum
+// of their exponentials (the sink left out; `merge` adds it).
 template <typename KV>
 void attend_chunk(const float* q, const KV* k, const KV* v, const int64_t* slots, int64_t len, int64_t stride,
-                  int64_t D, int64_t kv_heads, int64_t group, float scale, float cap, std::vector<float>& scores,
-                  float* part) {
-  const int64_t heads = kv_heads * group;
-  scores.resize(heads * len);
+                  int64_t D, int64_t group, float scale, float cap, std::vector<float>& scores, float* part) {
+  constexpr bool in_place = std::is_same_v<KV, float>;  // else head sets (see HEAD_SET)
+  scores.resize(group * len);
   for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK) {
     const int64_t n = std::min(TOKEN_BLOCK, len - j0);
-    for (int64_t hk = 0; hk < kv_heads; ++hk)
-      by_head_sets(group, [&](auto set, int64_t g0) {
-        const int64_t h = hk * group + g0;
-        head_set_scores<decltype(set)::value>(q + h * D, k + hk * D, slots + j0, n, len - j0, stride, D, scale,
-                                              scores.data() + h * len + j0, len);
+    if constexpr (in_place) {
+      for (int64_t g = 0; g < group; ++g) scores_of(q + g * D, k, slots + j0, n, stride, D, scale, scores.data() + g * len + j0);
+    } else {
+      by_head_sets(group, [&](auto heads, int64_t h0) {
+        head_set_scores<decltype(heads)::value>(q + h0 * D, k, slots + j0, n, len - j0, stride, D, scale,
+                                                 scores.data() + h0 * len + j0, len);
       });
+    }
   }
-  for (int64_t h = 0; h < heads; ++h) {
-    float* s = scores.data() + h * len;
+  for (int64_t g = 0; g < group; ++g) {
+    float* s = scores.data() + g * len;
     if (cap > 0.f) soft_cap(s, len, cap);
-    float* head = part + h * (D + 2);
+    float* head = part + g * (D + 2);
     head[D + 1] = softmax_numerators(s, len, head + D);
     std::fill_n(head, D, 0.f);
   }
   for (int64_t j0 = 0; j0 < len; j0 += TOKEN_BLOCK) {
     const int64_t n = std::min(TOKEN_BLOCK, len - j0);
-    for (int64_t hk = 0; hk < kv_heads; ++hk)
-      by_head_sets(group, [&](auto set, int64_t g0) {
-        const int64_t h = hk * group + g0;
-        head_set_values<decltype(set)::value>(scores.data() + h * len + j0, len, v + hk * D, slots + j0, n,
-                                              len - j0, stride, D, part + h * (D + 2));
+    if constexpr (in_place) {
+      for (int64_t g = 0; g < group; ++g)
+        accumulate_values(scores.data() + g * len + j0, v, slots + j0, n, stride, D, part + g * (D + 2));
+    } else {
+      by_head_sets(group, [&](auto heads, int64_t h0) {
+        head_set_values<decltype(heads)::value>(scores.data() + h0 * len + j0, len, v, slots + j0, n, len - j0,
+                                                 stride, D, part + h0 * (D + 2));
       });
+    }
   }
 }
 
@@ -367,25 +369,20 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
   // The partials of split rows' chunks (a row of one chunk is finished by its own task).
   std::vector<float> parts(split_rows.empty() ? 0 : chunks * part_stride);
   const auto sink_of = [&](int64_t h) { return sink_logits ? sink_logits[h] : -INFINITY; };
-  // A task is a chunk's KV heads together where there are chunks enough to keep every thread
-  // busy, else one KV head of a chunk (a one-row step of a short context is a single chunk).
-  const int64_t task_heads = chunks >= TASKS_PER_THREAD * at::get_num_threads() ? Hk : 1;
-  const int64_t tasks_per_chunk = Hk / task_heads;
   const auto attend = [&](const auto* kp) {  // the pool's K half; its V half follows
     const auto* vp = kp + S * stride;
-    at::parallel_for(0, chunks * tasks_per_chunk, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> scores, own(H * (D + 2));
+    at::parallel_for(0, chunks * Hk, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores, own(group * (D + 2));
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t c = task / tasks_per_chunk, hk = task % tasks_per_chunk * task_heads, b = row_of[c];
-        const int64_t h0 = hk * group;
+        const int64_t c = task / Hk, hk = task % Hk, b = row_of[c], h0 = hk * group;
         const bool whole = chunk_at[b + 1] - chunk_at[b] == 1;
         const int64_t from = (c - chunk_at[b]) * CHUNK, count = std::min(CHUNK, len[b] - from);
         float* part = whole ? own.data() : parts.data() + c * part_stride + h0 * (D + 2);
         attend_chunk(qp + (b * H + h0) * D, kp + hk * D, vp + hk * D, sp + first[b] + from,
-                     std::max<int64_t>(count, 0), stride, D, task_heads, group, sc, cap, scores, part);
+                     std::max<int64_t>(count, 0), stride, D, group, sc, cap, scores, part);
         if (whole)
-          for (int64_t h = 0; h < task_heads * group; ++h)
-            merge(part + h * (D + 2), 1, 0, D, sink_of(h0 + h), op + (b * H + h0 + h) * D);
+          for (int64_t g = 0; g < group; ++g)
+            merge(part + g * (D + 2), 1, 0, D, sink_of(h0 + g), op + (b * H + h0 + g) * D);
       }
     });
   };
