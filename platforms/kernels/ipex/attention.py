@@ -115,7 +115,7 @@ class IpexPagedAttention(AttentionBackend):
 
     def kv_bytes_per_token(self) -> int:
         # One slot is not a whole page, so the declared shape cannot be asked for one slot.
-        return 2 * self.num_kv_heads * self.head_dim * torch.empty((), dtype=self.dtype).element_size()
+        return 2 * self.num_kv_heads * self.head_dim * self.kv_dtype.itemsize
 
     def plan(self, inputs: AttentionInputs) -> IpexMetadata:
         meta = IpexMetadata(inputs=inputs, new_slots=inputs.new_slots().to(self.device))

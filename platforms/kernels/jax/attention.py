@@ -88,7 +88,7 @@ class RaggedPagedAttention(AttentionBackend):
         return (num_slots // self.page_size, self.page_size, 2 * self.num_kv_heads, self.head_dim)
 
     def kv_bytes_per_token(self) -> int:
-        return 2 * self.num_kv_heads * self.head_dim * torch.empty((), dtype=self.dtype).element_size()
+        return 2 * self.num_kv_heads * self.head_dim * self.kv_dtype.itemsize
 
     def kv_to_tokens(self, block: torch.Tensor, slot_axis: int) -> torch.Tensor:
         """Per token `[1, 2 * Hk, D]` with K and V interleaved by head becomes `[2, Hk, D]`."""

@@ -31,7 +31,7 @@ class RaggedAbsorbedMLA(MLABackend):
 
     def kv_bytes_per_token(self) -> int:
         width = self.kv_lora_rank + self.qk_rope_head_dim
-        return 2 * width * torch.empty((), dtype=self.dtype).element_size()
+        return 2 * width * self.kv_dtype.itemsize
 
     def forward(
         self, q_nope, q_pe, latent, k_pe, w_kc, w_vc, kv_buffer, metadata: RaggedMetadata, layer: AttentionLayer
