@@ -2,11 +2,13 @@
 
 Two engines serve the embedded model side by side, one with `speculative_algorithm="NGRAM"`;
 each prompt goes to both, one request at a time, alternating which goes first, best of
-`--repeats`. Prompts of two kinds: answers that repeat the prompt (rewrite a paragraph with one
-word changed, extract a record's fields, continue code) and open questions. Reported per kind:
-tokens/s of each side, the ratio, and NGRAM's acceptance (`spec_accept_rate`,
-`spec_accept_length` from `meta_info`). Targets (issue 24): >= 1.8x on repeating prompts,
->= 0.95x on open questions.
+`--repeats`. Prompts of three kinds: issue 24's examples of answers that repeat the prompt
+(rewrite a paragraph with one word changed, extract a record's fields, continue code: the
+embedded model's answers repeat them only in part), prompts its answers copy (a paragraph
+repeated word for word, a class shown whole with a method added), and open questions. Reported
+per kind: tokens/s of each side, the ratio, NGRAM's acceptance (`spec_accept_rate`,
+`spec_accept_length` from `meta_info`) and the share of the answer that came from accepted
+drafts. Targets (issue 24): >= 1.8x where answers repeat the prompt, >= 0.95x on open questions.
 
 Two speeds per side: end to end (prefill included: every run flushes the prefix cache first) and
 decode alone, the tokens after the first over the time after the first (`meta_info`'s
@@ -30,15 +32,28 @@ PARAGRAPH = (
     "The river wound through the valley past old mills and stone bridges. Farmers brought grain to the "
     "market every Thursday, and the baker on the square sold bread before sunrise."
 )
+STORY = (
+    f"{PARAGRAPH} In winter the water froze at the edges, and children skated between the reeds while their "
+    "parents carried firewood up the hill. The schoolhouse stood beside the church, and its bell rang at eight "
+    "every morning."
+)
+RECTANGLE = (
+    "class Rectangle:\n    def __init__(self, width, height):\n        self.width = width\n"
+    "        self.height = height\n\n    def perimeter(self):\n        return 2 * (self.width + self.height)\n"
+)
 REPEATING = (
     f"Rewrite this paragraph exactly, changing only the word 'Thursday' to 'Friday':\n\n{PARAGRAPH}",
     "Extract the fields name, city, email and phone from this record as 'field: value' lines:\n\n"
     "Record 4411 -- name: Maria Lopez; city: Valencia; email: maria.lopez@example.com; phone: +34 600 123 456; "
     "joined: 2019",
-    "Continue this Python code, adding a method `area` like `perimeter`:\n\n"
-    "class Rectangle:\n    def __init__(self, width, height):\n        self.width = width\n"
-    "        self.height = height\n\n    def perimeter(self):\n        return 2 * (self.width + self.height)\n",
+    f"Continue this Python code, adding a method `area` like `perimeter`:\n\n{RECTANGLE}",
 )
+"""Issue 24's kinds of prompt whose answer repeats it; the embedded model's answers repeat them in part."""
+COPYING = (
+    f"Repeat this paragraph word for word, but write 'Friday' instead of 'Thursday':\n\n{STORY}",
+    f"Add a method `area` to this class and show the whole class:\n\n```python\n{RECTANGLE}```",
+)
+"""Prompts whose answers (the embedded model's) copy most of them: where NGRAM's drafts are accepted."""
 WARM_UP = (
     "Copy this list exactly, one item a line: apples, pears, plums, cherries, grapes, figs, lemons, limes, "
     "oranges, melons, peaches, apricots, dates, kiwis, mangoes, papayas, guavas, lychees."
@@ -48,6 +63,9 @@ OPEN = (
     "Why is the sky blue? Answer in three sentences.",
     "Give three tips for learning a new language.",
 )
+
+KINDS = {"repeating": (REPEATING, 1.8), "copying": (COPYING, 1.8), "open": (OPEN, 0.95)}
+"""Prompt sets by name, with issue 24's target for NGRAM / without after the first token."""
 
 
 def run_kind(plain: Engine, spec: Engine, prompts: list[str], params: dict[str, Any], repeats: int) -> dict:
@@ -82,6 +100,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dtype", default="auto", help="auto keeps the GGUF's Q4_1 blocks; float32 dequantizes")
     parser.add_argument("--adaptive", action="store_true", help="NGRAM with --speculative-adaptive")
+    parser.add_argument("--kinds", nargs="+", choices=sorted(KINDS), default=list(KINDS), help="which prompt sets")
     args = parser.parse_args()
     threads = engine_threads()
     tokenizer = hf_tokenizer()
@@ -104,7 +123,8 @@ def main() -> None:
     ):
         for engine in (plain, spec):  # captures the shapes it drafts (adaptive lengths may take new ones later)
             engine.generate(chat(WARM_UP), params)
-        for kind, prompts, target in (("repeating", REPEATING, 1.8), ("open", OPEN, 0.95)):
+        for kind in args.kinds:
+            prompts, target = KINDS[kind]
             t = run_kind(plain, spec, [chat(p) for p in prompts], params, args.repeats)
             rate = t["accepted"] / t["drafted"] if t["drafted"] else 0.0
             report(
@@ -117,6 +137,7 @@ def main() -> None:
                     ("NGRAM, after the first token", t["decode_tokens"] / t["spec_decode_s"], "tok/s"),
                     ("NGRAM acceptance rate (accepted / drafted)", rate, ""),
                     ("NGRAM tokens per decode step", t["tokens"] / max(t["verify"], 1), ""),
+                    ("share of the answer from accepted drafts", t["accepted"] / max(t["tokens"], 1), ""),
                 ],
                 ("after the first token, NGRAM / without", t["plain_decode_s"] / t["spec_decode_s"], target),
             )

@@ -16,6 +16,11 @@ keep missing, speculation costs at most `c / LAST_PROBE` decode steps a step ove
 Where `c >= 1` no acceptance makes drafting pay: probes come every `LAST_PROBE` steps, to keep
 `c` measured, so there too speculation costs at most `c / LAST_PROBE` a step.
 
+Two kinds of draft, each with its own `a`: those that continue a long match (NGRAM's proposal
+after at least `LONG_MATCH` tokens of context matched: the answer is copying its context, and a
+copy tends to go on) and the rest (a one- to three-token match, or a draft model's proposal).
+One estimate for both drafts short for either in an answer that copies in runs.
+
 Measuring `c`. The first step of each row count is not timed: it captures or compiles that
 shape (seconds, against milliseconds for a replay). A request that drafts every step takes no
 plain step to compare its verify steps with, and the machine's load moves under a stale one, so
@@ -37,6 +42,11 @@ from dataclasses import dataclass, field
 
 PRIOR_ACCEPTED, PRIOR_TRIALS = 1.0, 2.0
 """A new request's acceptance is 1/2, worth two drafted tokens of evidence."""
+LONG_MATCH = 4
+"""Context tokens a draft's source must match for the draft to count as continuing a copy."""
+PRIOR_LONG_ACCEPTED, PRIOR_LONG_TRIALS = 4.0, 5.0
+"""A new request's acceptance of drafts that continue a long match: 4/5, worth five drafted
+tokens (a copy tends to go on; the figures behind it are in benchmarks/README.md)."""
 DECAY = 0.8
 """Each verify step scales the evidence before it by this: acceptance follows the text's runs."""
 FIRST_PROBE, LAST_PROBE = 4, 32
@@ -108,18 +118,37 @@ class RowCost:
 
 
 @dataclass
-class RequestDrafting:
-    """One request's evidence: drafted tokens accepted out of those tried (decayed), and its
-    probing while drafting does not pay."""
+class Evidence:
+    """Drafted tokens accepted out of those tried, older verify steps decayed."""
 
-    accepted: float = PRIOR_ACCEPTED
-    trials: float = PRIOR_TRIALS
-    plain_steps: int = 0
-    probe_after: int = FIRST_PROBE
+    accepted: float
+    trials: float
 
     @property
     def acceptance(self) -> float:
         return self.accepted / self.trials
+
+    def add(self, drafted: int, accepted: int) -> None:
+        """A verify step's drafts: each accepted one a success, the first rejected one a failure."""
+        self.accepted = DECAY * self.accepted + accepted
+        self.trials = DECAY * self.trials + min(accepted + 1, drafted)
+
+
+@dataclass
+class RequestDrafting:
+    """One request's evidence for each kind of draft, the kind of its pending draft, and its
+    probing while drafting does not pay."""
+
+    short: Evidence = field(default_factory=lambda: Evidence(PRIOR_ACCEPTED, PRIOR_TRIALS))
+    long: Evidence = field(default_factory=lambda: Evidence(PRIOR_LONG_ACCEPTED, PRIOR_LONG_TRIALS))
+    pending_long: bool = False
+    """Whether the draft of the step asked for last continues a long match."""
+    plain_steps: int = 0
+    probe_after: int = FIRST_PROBE
+
+    @property
+    def pending(self) -> Evidence:
+        return self.long if self.pending_long else self.short
 
 
 @dataclass
@@ -132,12 +161,14 @@ class AdaptiveDraftLength:
         if self.cap < 1:
             raise ValueError(f"the draft cap must be at least 1, got {self.cap}")
 
-    def limit(self, rid: str) -> int:
-        """Drafts the request `rid` may check in this decode step (0: decode it plainly)."""
+    def limit(self, rid: str, matched: int = 0) -> int:
+        """Drafts the request `rid` may check in this decode step (0: decode it plainly);
+        `matched`: context tokens its draft continues, where known before the length is (NGRAM)."""
         state = self.requests.setdefault(rid, RequestDrafting())
+        state.pending_long = matched >= LONG_MATCH
         if self.cost.take_refresh():
             return 0
-        length = best_length(state.acceptance, self.cost.per_row, self.cap)
+        length = best_length(state.pending.acceptance, self.cost.per_row, self.cap)
         if length:
             state.plain_steps, state.probe_after = 0, FIRST_PROBE
             return length
@@ -150,13 +181,12 @@ class AdaptiveDraftLength:
         return 1
 
     def observe(self, rid: str, drafted: int, accepted: int) -> None:
-        """`rid`'s verify step checked `drafted` drafts and accepted the first `accepted`: each
-        accepted one was a success, and the first rejected one (if any) a failure."""
+        """`rid`'s verify step checked `drafted` drafts (of the kind `limit` was last told) and
+        accepted the first `accepted`."""
         if drafted < 1:
             return
         state = self.requests.setdefault(rid, RequestDrafting())
-        state.accepted = DECAY * state.accepted + accepted
-        state.trials = DECAY * state.trials + min(accepted + 1, drafted)
+        state.pending.add(drafted, accepted)
         if accepted:  # a probe that hits: probe again next step (if drafting does not pay yet)
             state.plain_steps, state.probe_after = 0, 1
 

@@ -29,6 +29,7 @@ from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.scheduler.req import Req
 from sglang.runtime.server_args import ServerArgs
 from sglang.runtime.speculative.config import SpeculativeConfig
+from sglang.runtime.speculative.speculator import Draft
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +43,15 @@ class DraftState:
 
 
 class DraftModelDrafter:
+    free = False
+
     def __init__(self, runner: ModelRunner, allocator: PagedTokenAllocator, steps: int) -> None:
         self.runner = runner
         self.allocator = allocator
         self.steps = steps
         self.states: dict[str, DraftState] = {}
 
-    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[Draft]:
         states = [self._synced(req) for req in reqs]
         feeds = [req.fill_ids[len(state.tokens) :] for req, state in zip(reqs, states)]
         drafts: list[list[int]] = [[] for _ in reqs]
@@ -67,8 +70,8 @@ class DraftModelDrafter:
             logger.exception("a draft model step failed; the batch decodes without drafts")
             for req in reqs:
                 self.release(req)
-            return [[] for _ in reqs]
-        return drafts
+            return [Draft([]) for _ in reqs]
+        return [Draft(tokens) for tokens in drafts]
 
     def release(self, req: Req) -> None:
         state = self.states.pop(req.rid, None)

@@ -51,16 +51,18 @@ class NgramIndex:
             self.positions[token].append(len(self.tokens))
             self.tokens.append(token)
 
-    def draft(self, context: Sequence[int], max_tokens: int, limits: NgramLimits, exclude_tail: bool) -> list[int]:
+    def draft(
+        self, context: Sequence[int], max_tokens: int, limits: NgramLimits, exclude_tail: bool
+    ) -> tuple[list[int], int]:
         """Up to `max_tokens` tokens that followed the longest match of `context`'s tail (ties: the
-        one followed by more tokens, then the newest); [] when no tail of `min_window` tokens
-        occurs. `exclude_tail`: `context` is this index's own sequence, whose final position
-        matches itself trivially and is skipped."""
+        one followed by more tokens, then the newest), and that match's length; ([], 0) when no
+        tail of `min_window` tokens occurs. `exclude_tail`: `context` is this index's own
+        sequence, whose final position matches itself trivially and is skipped."""
         if not context or max_tokens < 1:
-            return []
+            return [], 0
         window = min(limits.max_window, limits.max_depth - 1, len(context))
         if window < limits.min_window:
-            return []
+            return [], 0
         occurrences = self.positions.get(context[-1], [])
         stop = len(occurrences)
         if exclude_tail and stop and occurrences[-1] == len(self.tokens) - 1:
@@ -76,12 +78,12 @@ class NgramIndex:
                     break
         best_len = best[0]
         if best_len < limits.min_window:
-            return []
+            return [], 0
         count = min(max_tokens, limits.max_depth - best_len)
         drafted = self.tokens[best_pos + 1 : best_pos + 1 + count]
         if SEPARATOR in drafted:
             drafted = drafted[: drafted.index(SEPARATOR)]
-        return drafted
+        return drafted, best_len
 
     def _match_length(self, context: Sequence[int], pos: int, window: int) -> int:
         """How many tokens ending at `pos` equal the tail of `context` (at most `window`)."""

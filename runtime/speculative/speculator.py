@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Protocol
 
 from sglang.runtime.scheduler.req import Req
@@ -28,10 +29,22 @@ from sglang.runtime.speculative.ngram import NgramCorpus, NgramIndex, NgramLimit
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Draft:
+    tokens: list[int]
+    matched: int = 0
+    """Context tokens the source of `tokens` matched (NGRAM); 0 where that means nothing."""
+
+
 class Drafter(Protocol):
     """Proposes tokens to verify. Invariant: drafting changes no request's state."""
 
-    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+    free: bool
+    """Drafting costs nothing next to a step (an index lookup): adaptive lengths are chosen after
+    drafting the whole budget, knowing what each draft continues. Otherwise (a draft model's
+    passes) the length is chosen first and only that many are drafted."""
+
+    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[Draft]:
         """Per request, at most its `max_tokens` drafts (possibly none)."""
 
     def release(self, req: Req) -> None:
@@ -44,20 +57,24 @@ class Drafter(Protocol):
 class NgramDrafter:
     """Drafts from the request's own prompt and output, else from recent finished requests."""
 
+    free = True
+
     def __init__(self, config: SpeculativeConfig) -> None:
         self.limits = NgramLimits(config.min_match_window, config.max_match_window, config.max_trie_depth)
         self.indexes: dict[str, NgramIndex] = {}
         self.corpus = NgramCorpus(config.capacity)
 
-    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+    def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[Draft]:
         return [self._draft(req, count) for req, count in zip(reqs, max_tokens)]
 
-    def _draft(self, req: Req, max_tokens: int) -> list[int]:
+    def _draft(self, req: Req, max_tokens: int) -> Draft:
         index = self.indexes.setdefault(req.rid, NgramIndex())
         fill = req.fill_ids
         index.extend(fill[len(index) :])
-        own = index.draft(fill, max_tokens, self.limits, exclude_tail=True)
-        return own or self.corpus.index.draft(fill, max_tokens, self.limits, exclude_tail=False)
+        tokens, matched = index.draft(fill, max_tokens, self.limits, exclude_tail=True)
+        if not tokens:
+            tokens, matched = self.corpus.index.draft(fill, max_tokens, self.limits, exclude_tail=False)
+        return Draft(tokens, matched)
 
     def release(self, req: Req) -> None:
         index = self.indexes.pop(req.rid, None)
@@ -91,20 +108,22 @@ class Speculator:
 
     def draft(self, reqs: list[Req]) -> list[list[int]]:
         """The drafts for each request's next step: never more than its remaining output allows
-        (a verify step appends the accepted drafts plus one token), nor than its adaptive length."""
+        (a verify step appends the accepted drafts plus one token), nor than its adaptive length
+        (asked once per request and step, after drafting where drafts are free)."""
         started = time.perf_counter()
-        budgets = [min(self._max_drafts(r), r.max_new_tokens - len(r.output_ids) - 1) for r in reqs]
+        lengths, free = self.lengths, self.drafter.free
+        budgets = [min(self.config.max_drafts, r.max_new_tokens - len(r.output_ids) - 1) for r in reqs]
+        if lengths is not None and not free:
+            budgets = [min(b, lengths.limit(r.rid)) for r, b in zip(reqs, budgets)]
         wanted = [i for i, (r, b) in enumerate(zip(reqs, budgets)) if b >= 1 and drafts_allowed(r)]
-        drafts: list[list[int]] = [[] for _ in reqs]
+        proposed = [Draft([]) for _ in reqs]
         if wanted:
-            proposed = self.drafter.draft([reqs[i] for i in wanted], [budgets[i] for i in wanted])
-            for i, draft in zip(wanted, proposed):
-                drafts[i] = draft[: budgets[i]]
+            for i, draft in zip(wanted, self.drafter.draft([reqs[i] for i in wanted], [budgets[i] for i in wanted])):
+                proposed[i] = draft
+        if lengths is not None and free:
+            budgets = [min(b, lengths.limit(r.rid, d.matched)) for r, b, d in zip(reqs, budgets, proposed)]
         self.last_draft_s = time.perf_counter() - started
-        return drafts
-
-    def _max_drafts(self, req: Req) -> int:
-        return self.config.max_drafts if self.lengths is None else self.lengths.limit(req.rid)
+        return [d.tokens[: max(b, 0)] for d, b in zip(proposed, budgets)]
 
     def observe(self, req: Req, drafted: int, accepted: int) -> None:
         """`req`'s verify step checked `drafted` drafts and accepted the first `accepted`."""

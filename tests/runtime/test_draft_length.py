@@ -20,6 +20,7 @@ from sglang.runtime.speculative import verify_step
 from sglang.runtime.speculative.config import STANDALONE, SpeculativeConfig
 from sglang.runtime.speculative.draft_length import (
     LAST_PROBE,
+    LONG_MATCH,
     REFRESH_AFTER,
     TIMINGS,
     AdaptiveDraftLength,
@@ -27,7 +28,7 @@ from sglang.runtime.speculative.draft_length import (
     best_length,
     expected_tokens,
 )
-from sglang.runtime.speculative.speculator import Speculator
+from sglang.runtime.speculative.speculator import Draft, Speculator
 
 from .runtime_harness import make_request
 
@@ -91,6 +92,55 @@ def test_acceptance_that_comes_back_is_found_by_a_probe() -> None:
         if drafts:
             policy.observe("r", drafts, drafts)
     assert drafts > 2 and steps <= LAST_PROBE + 6, (drafts, steps)
+
+
+def test_drafts_that_continue_a_long_match_are_judged_apart() -> None:
+    """A request that copies in runs: drafts continuing a long match are accepted whole, the
+    others (one-token matches between the runs) miss. Told apart, the copies draft the cap while
+    the misses stop drafting; one estimate for both would draft short for either."""
+
+    def run(tell: bool) -> tuple[float, AdaptiveDraftLength]:
+        policy, tokens, cost = policy_at(0.3), 0.0, 0.0
+        for step in range(300):
+            copying = step % 3 == 0
+            drafts = policy.limit("r", LONG_MATCH if tell and copying else 1)
+            accepted = drafts if copying else 0
+            if drafts:
+                policy.observe("r", drafts, accepted)
+            tokens += accepted + 1
+            cost += 1 + 0.3 * drafts
+        return tokens / cost, policy
+
+    told, policy = run(tell=True)
+    untold, _ = run(tell=False)
+    assert policy.limit("r", LONG_MATCH) == policy.cap and policy.limit("r", 1) == 0
+    assert told > 1.3 * untold and told > 1.5, (told, untold)
+
+
+def test_free_drafts_are_cut_to_the_length_their_match_earns() -> None:
+    """NGRAM-like drafts (free) are proposed at the whole budget, then cut to the adaptive length
+    of their kind: a long match earns more drafts than a one-token match."""
+    config = SpeculativeConfig(STANDALONE, 5, 8, "draft", 1, 1, 1, 1, adaptive=True)
+
+    class Copier:
+        free = True
+        matched = 1
+
+        def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[Draft]:
+            return [Draft([7] * count, self.matched) for count in max_tokens]
+
+        def release(self, req: Req) -> None:
+            pass
+
+    drafter = Copier()
+    speculator = Speculator(config, drafter)
+    speculator.lengths = policy_at(0.3, cap=config.max_drafts)
+    req = Req(make_request([1, 2, 3], max_new_tokens=64), frozenset(), 100, 512)
+    req.output_ids.append(5)
+    short = len(speculator.draft([req])[0])
+    drafter.matched = LONG_MATCH
+    long = len(speculator.draft([req])[0])
+    assert short <= 1 and long >= 3, (short, long)
 
 
 def test_row_cost_is_measured_from_single_request_steps() -> None:
@@ -176,9 +226,11 @@ def test_drafting_time_counts_in_a_drafted_rows_cost() -> None:
     decode_s = 0.004
 
     class DraftModelAsSlowAsTheTarget:
-        def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[list[int]]:
+        free = False
+
+        def draft(self, reqs: list[Req], max_tokens: list[int]) -> list[Draft]:
             time.sleep(decode_s * max_tokens[0])
-            return [[7] * max_tokens[0]]
+            return [Draft([7] * max_tokens[0])]
 
         def release(self, req: Req) -> None:
             pass
