@@ -105,6 +105,12 @@ class Speculator:
         """How long the last `draft` call took: part of the step it drafted for (a draft model
         runs its own forward passes before the target's)."""
         logger.info("speculative decoding: %s", config.describe())
+        if not config.adaptive:
+            logger.info(
+                "every verify step checks the whole draft budget: that pays where a drafted row costs little next "
+                "to a decode step (a GPU); where it does not (a CPU's quantized kernels), --speculative-adaptive "
+                "sizes each request's drafts by their acceptance and the measured cost of a row"
+            )
 
     def draft(self, reqs: list[Req]) -> list[list[int]]:
         """The drafts for each request's next step: never more than its remaining output allows
