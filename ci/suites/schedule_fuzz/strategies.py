@@ -7,6 +7,8 @@ stop strings and regexes, JSON-schema constraints, logprobs, streams closed earl
 `max_new_tokens` 0, and on a target serving adapters, LoRA adapters mixed with the base model
 (one prompt prefix under several adapters, so the cache must keep them apart). Token ids come
 from a seeded generator, so a prompt shrinks by its length and seed rather than token by token.
+Some roots repeat a short motif: a speculative target's NGRAM drafts from them whatever the
+fuzz model answers, so every run's verify steps carry drafts, even on the small budgets.
 """
 
 from __future__ import annotations
@@ -56,14 +58,17 @@ INTERPRETED = WorkloadBudget(max_requests=3, max_prompt_len=40, max_new_tokens=6
 """Triton's interpreter runs each kernel program in Python (seconds per step): small workloads."""
 
 
-def tokens(length: int, seed: int) -> tuple[int, ...]:
+def tokens(length: int, seed: int, period: int | None = None) -> tuple[int, ...]:
+    """`length` seeded token ids; with `period`, its first `period` ids repeated."""
     rng = random.Random(seed)
-    return tuple(rng.randrange(FIRST_PLAIN_TOKEN, FUZZ_SHAPE["vocab_size"]) for _ in range(length))
+    drawn = [rng.randrange(FIRST_PLAIN_TOKEN, FUZZ_SHAPE["vocab_size"]) for _ in range(min(length, period or length))]
+    return tuple(drawn[i % len(drawn)] for i in range(length))
 
 
 @st.composite
 def prompt_roots(draw: st.DrawFn, budget: WorkloadBudget) -> tuple[int, ...]:
-    return tokens(draw(st.integers(1, budget.max_prompt_len)), draw(st.integers(0, 2**16)))
+    length, seed = draw(st.integers(1, budget.max_prompt_len)), draw(st.integers(0, 2**16))
+    return tokens(length, seed, draw(st.none() | st.integers(1, 8)))
 
 
 @st.composite
