@@ -129,7 +129,7 @@ class Speculator:
         if lengths is not None and free:
             budgets = [min(b, lengths.limit(r.rid, d.matched)) for r, b, d in zip(reqs, budgets, proposed)]
         self.last_draft_s = time.perf_counter() - started
-        return [d.tokens[: max(b, 0)] for d, b in zip(proposed, budgets)]
+        return [d.tokens[:b] for d, b in zip(proposed, budgets)]
 
     def observe(self, req: Req, drafted: int, accepted: int) -> None:
         """`req`'s verify step checked `drafted` drafts and accepted the first `accepted`."""
