@@ -50,7 +50,14 @@ class Engine:
     async def _start_manager(self) -> TokenizerManager:
         args = self.server_args
         tracer = StageTracer.start(args.trace_config("tokenizer_manager"))
-        manager = TokenizerManager(self.children.endpoints, self.info, self.tokenizer, args.max_queued_requests, tracer)
+        manager = TokenizerManager(
+            self.children.endpoints,
+            self.info,
+            self.tokenizer,
+            args.max_queued_requests,
+            tracer,
+            args.allow_auto_truncate,
+        )
         manager.start()
         loop = asyncio.get_running_loop()
         self._stop_supervising = self.children.supervise(loop, manager.fail_all, self.server_args.watchdog_timeout)

@@ -184,6 +184,11 @@ class ServerArgs:
         "reason if that family cannot serve the op. `sglang ops` lists the ops and candidates.",
     )
     context_length: int | None = _opt(None, "Longest prompt + output accepted; default: the model's.")
+    allow_auto_truncate: bool = _opt(
+        False,
+        "Cut requests that do not fit the context instead of refusing them (HTTP 400): a prompt to its first "
+        "context-length - 1 tokens, a max_new_tokens to what is left of the context.",
+    )
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
     log_requests: bool = _opt(False, "Log one line per finished request.")
     enable_trace: bool = _opt(

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-import xgrammar as xgr
 import zmq
 import zmq.asyncio
 
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.tracing import RequestSpan, StageTracer
 from sglang.runtime.processes import ipc
+from sglang.runtime.processes.admission import Admission
 from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest
 from sglang.runtime.processes.messages import (
     AbortRequest,
@@ -34,7 +33,6 @@ from sglang.runtime.processes.messages import (
 )
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError, SingleInput
 from sglang.runtime.requests.meta_info import MetaInfo
-from sglang.runtime.requests.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -66,24 +64,6 @@ class _Pending:
     """Whether an update of the request has come back yet (its first is stamped)."""
 
 
-def _check_grammar(params: SamplingParams) -> None:
-    """Parses a request's json_schema, regex or ebnf (cheap, no tokenizer needed), so that a
-    malformed one is a 400 here rather than an aborted request after admission."""
-    for kind, parse in (
-        ("json_schema", xgr.Grammar.from_json_schema),
-        ("regex", xgr.Grammar.from_regex),
-        ("ebnf", xgr.Grammar.from_ebnf),
-    ):
-        source = getattr(params, kind)
-        if source is None:
-            continue
-        try:
-            parse(source)
-        except Exception as e:  # xgrammar raises RuntimeError and its own types
-            message = re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", str(e)).strip()
-            raise InvalidRequestError(f"invalid {kind}: {message}", f"sampling_params.{kind}") from None
-
-
 async def _gather_or_cancel(awaitables: list[Awaitable[Any]]) -> list[Any]:
     """The results of `awaitables`, run together. If one fails, the others are cancelled (which
     aborts their requests and frees their KV) before the error propagates: no orphaned work."""
@@ -113,12 +93,13 @@ class TokenizerManager:
         tokenizer: Any,
         max_queued: int,
         tracer: StageTracer | None = None,
+        allow_auto_truncate: bool = False,
     ) -> None:
         self.info = info
+        self.admission = Admission(info, tokenizer, allow_auto_truncate, dict(info.lora_adapters or {}))
+        """Checks and tokenizes each prompt before it is queued (and knows the loaded adapters)."""
         self.tracer = tracer
         """Makes each request's root span when tracing is on (`--enable-trace`)."""
-        self.lora_adapters = dict(info.lora_adapters or {})
-        """Adapters the scheduler has loaded (name to path), as its last LoRA reply said."""
         self.tokenizer = tokenizer
         self.max_queued = max_queued
         self.ctx = zmq.asyncio.Context()
@@ -132,7 +113,6 @@ class TokenizerManager:
         """Called with each request's final `meta_info` and its last `RequestMeta` (None when it
         never reached the scheduler's reply): metrics, request logs."""
         self._tasks: list[asyncio.Task] = []
-        self._max_token_chars = max((len(t) for t in tokenizer.get_vocab()), default=1)
 
     def start(self) -> None:
         self._tasks = [
@@ -141,85 +121,6 @@ class TokenizerManager:
         ]
 
     # -- requests ----------------------------------------------------------------------------
-    def prepare(self, item: SingleInput) -> GenerateRequest:
-        """Tokenizes and validates one prompt; raises InvalidRequestError for bad input."""
-        ids = item.input_ids if item.input_ids is not None else self._encode_within_context(item.text)
-        if not ids:  # text of only characters the tokenizer drops (control characters, say)
-            raise InvalidRequestError("the prompt has no tokens once tokenized", "text")
-        vocab = self.info.vocab_size
-        if any(t < 0 or t >= vocab for t in ids):
-            raise InvalidRequestError(f"input_ids must lie in [0, {vocab})", "input_ids")
-        if len(ids) >= self.info.context_length:
-            raise InvalidRequestError(
-                f"the prompt has {len(ids)} tokens; the context length is {self.info.context_length}", "text"
-            )
-        try:
-            item.params.validate(vocab)
-        except ValueError as e:
-            raise InvalidRequestError(str(e), f"sampling_params.{getattr(e, 'field', '')}") from None
-        lp = item.logprobs
-        if lp.logprob_start_len < -1 or lp.logprob_start_len >= max(len(ids), 1):
-            raise InvalidRequestError("logprob_start_len must lie in [-1, prompt length)", "logprob_start_len")
-        if lp.top_logprobs_num < 0 or lp.top_logprobs_num > vocab:
-            raise InvalidRequestError("top_logprobs_num must lie in [0, vocab size]", "top_logprobs_num")
-        if any(not isinstance(t, int) or t < 0 or t >= vocab for t in lp.token_ids_logprob):
-            raise InvalidRequestError("token_ids_logprob must be token ids", "token_ids_logprob")
-        _check_grammar(item.params)
-        if item.lora_path is not None:
-            self.check_adapter(item.lora_path, "lora_path")
-        if item.bootstrap is not None:
-            self._check_bootstrap(item)
-        if request_stamps.STAMPS is not None:
-            request_stamps.STAMPS.stamp(item.rid, "tokenized")
-        return GenerateRequest(
-            item.rid,
-            list(ids),
-            item.params.normalize(),
-            lp,
-            stream=item.stream,
-            priority=item.priority,
-            lora_path=item.lora_path,
-            bootstrap=item.bootstrap,
-        )
-
-    def _check_bootstrap(self, item: SingleInput) -> None:
-        """400 unless this server is one side of prefill-decode disaggregation and the request
-        is one sequence (its room names one KV transfer)."""
-        if self.info.disaggregation_mode == "null":
-            raise InvalidRequestError(
-                "bootstrap_room: prefill-decode disaggregation is off on this server "
-                "(start it with --disaggregation-mode prefill or decode)",
-                "bootstrap_room",
-            )
-        if item.params.n != 1:
-            raise InvalidRequestError("n must be 1 in prefill-decode disaggregation (one room, one sequence)", "n")
-
-    def check_adapter(self, name: str, param: str) -> None:
-        """InvalidRequestError (400) unless `name` is a loaded LoRA adapter."""
-        if not self.info.lora_enabled:
-            raise InvalidRequestError("this server serves no LoRA adapters (start it with --enable-lora)", param)
-        if not isinstance(name, str) or name not in self.lora_adapters:
-            known = ", ".join(sorted(self.lora_adapters)) or "none"
-            raise InvalidRequestError(f"LoRA adapter {name!r} is not loaded (loaded: {known})", param)
-
-    def _encode_within_context(self, text: str) -> list[int]:
-        """`text`'s ids, refusing one that cannot fit the context before tokenizing all of it (a
-        client could otherwise hold the event loop for minutes): no token spans more characters
-        than the vocabulary's longest entry, so a text longer than `context_length + 1` such
-        tokens is first tokenized only that far; past the context there, it is refused. (Only
-        the tokens the cut splits can differ from the whole text's. A tokenizer that collapses
-        whitespace may make fewer tokens of the prefix; then the whole text is tokenized.)"""
-        context = self.info.context_length
-        reach = (context + 1) * self._max_token_chars
-        if len(text) > reach:
-            head = len(self.tokenizer.encode(text[:reach]))
-            if head > context:
-                raise InvalidRequestError(
-                    f"the prompt has over {context} tokens ({len(text)} characters); the context length is {context}",
-                    "text",
-                )
-        return self.tokenizer.encode(text)
-
     def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
         """Yields cumulative outputs while streaming (single prompt, n == 1), else once: the
         output dict, or a list of them for a batch or n > 1. Traced (`--enable-trace`), the
@@ -256,7 +157,7 @@ class TokenizerManager:
             for item in items:
                 request_stamps.stamp_generate_called(request_stamps.STAMPS, item.rid)
         if root is None:
-            prepared = [(item, self.prepare(item)) for item in items]
+            prepared = [(item, self.admission.prepare(item)) for item in items]
         else:
             root.stage("receive", received, {"sglang.prompts": len(items)})
             prepared = [(item, self._prepare_traced(item, root)) for item in items]
@@ -280,7 +181,7 @@ class TokenizerManager:
 
     def _prepare_traced(self, item: SingleInput, root: RequestSpan) -> GenerateRequest:
         start = time.time_ns()
-        request = self.prepare(item)
+        request = self.admission.prepare(item)
         root.stage("tokenize", start, {"sglang.rid": item.rid, "sglang.prompt_tokens": len(request.input_ids)})
         return replace(request, trace=root.carrier)
 

@@ -45,6 +45,9 @@ class SingleInput:
     return_prompt_token_ids: bool = False
     lora_path: str | None = None
     bootstrap: Bootstrap | None = None
+    max_new_tokens_given: bool = False
+    """Whether the client set max_new_tokens (only then is prompt + max_new_tokens checked against
+    the context, as upstream; the default is cut at the context length)."""
 
 
 @dataclass
@@ -150,8 +153,11 @@ class GenerateInput:
                 raise InvalidRequestError("input_ids must be a list of token ids or a list of such lists", "input_ids")
             if (text is not None and text == "") or (ids is not None and not ids):
                 raise InvalidRequestError("the prompt is empty", "text" if text is not None else "input_ids")
+            raw_params = self._pick("sampling_params", i, count) or {}
+            if not isinstance(raw_params, dict):
+                raise InvalidRequestError("sampling_params must be an object, or one per prompt", "sampling_params")
             try:
-                params = SamplingParams.from_dict(self._pick("sampling_params", i, count) or {})
+                params = SamplingParams.from_dict(raw_params)
             except SamplingParamsError as e:
                 raise InvalidRequestError(str(e), f"sampling_params.{e.field}") from None
             token_ids = self._pick("token_ids_logprob", i, count, nested=True) or ()
@@ -175,6 +181,7 @@ class GenerateInput:
                     return_prompt_token_ids=self.return_prompt_token_ids,
                     lora_path=self._pick("lora_path", i, count),
                     bootstrap=self._bootstrap(i, count),
+                    max_new_tokens_given=raw_params.get("max_new_tokens") is not None,
                 )
             )
         return items

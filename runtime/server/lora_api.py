@@ -21,7 +21,7 @@ router = APIRouter()
 
 
 def _answer(state: ServerState, result: LoraResult) -> Response:
-    state.manager.lora_adapters = dict(result.loaded_adapters)
+    state.manager.admission.lora_adapters = dict(result.loaded_adapters)
     if not result.success:
         body = {**error_body(400, result.error_message or "refused", "lora_name"), **result.to_json()}
         return json_response(body, status=400)

@@ -82,7 +82,9 @@ async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
     from sglang.runtime.server.state import ServerState
 
     tracer = StageTracer.start(args.trace_config("tokenizer_manager"))
-    manager = TokenizerManager(children.endpoints, children.info, tokenizer, args.max_queued_requests, tracer)
+    manager = TokenizerManager(
+        children.endpoints, children.info, tokenizer, args.max_queued_requests, tracer, args.allow_auto_truncate
+    )
     manager.start()
     loop = asyncio.get_running_loop()
     state = ServerState(args=args, info=children.info, tokenizer=tokenizer, manager=manager)

@@ -58,7 +58,7 @@ class ServerState:
         base, sep, adapter = requested.rpartition(":")
         if sep and base in names and self.info.lora_enabled:
             try:
-                self.manager.check_adapter(adapter, "model")
+                self.manager.admission.check_adapter(adapter, "model")
             except InvalidRequestError as e:
                 raise ApiError(400, str(e), "model") from None
             return adapter

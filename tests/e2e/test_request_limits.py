@@ -1,7 +1,8 @@
 """Bounded work per request, against a real server: a body over `--max-request-bytes` is
 refused with 413 before it is parsed (from its Content-Length, or while a chunked one streams
-in), a text that cannot fit the context is refused before it is tokenized in full, `rid` and
-`stream` must have their types, and disconnect aborts are counted in the metrics."""
+in), a text that cannot fit the context is refused before it is tokenized in full, so is a
+max_new_tokens past it (in upstream's words, which clients match), `rid`, `stream` and
+`sampling_params` must have their types, and disconnect aborts are counted in the metrics."""
 
 from __future__ import annotations
 
@@ -57,8 +58,27 @@ def test_a_text_too_long_for_the_context_is_refused_before_tokenizing_it(http: h
 
 
 @pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 10**12}}, "sampling_params.max_new_tokens"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 10**12}, "max_tokens"),
+    ],
+)
+def test_max_new_tokens_past_the_context_is_refused(
+    http: httpx.Client, model_info: dict, path: str, body: dict, param: str
+) -> None:
+    started = time.monotonic()
+    error = assert_openai_error(http.post(path, json=body), 400, param)
+    assert error["message"].startswith(
+        f"Requested token count exceeds the model's maximum context length of {model_info['context_length']} tokens."
+    )
+    assert time.monotonic() - started < 10  # refused, not generated until the context is full
+
+
+@pytest.mark.parametrize(
     ("body", "param"),
     [
+        ({"text": "Hi", "sampling_params": "greedy"}, "sampling_params"),
         ({"text": "Hi", "rid": 12}, "rid"),
         ({"text": ["a", "b"], "rid": [1, 2]}, "rid"),
         ({"text": "Hi", "stream": "yes"}, "stream"),

@@ -25,11 +25,12 @@ from tests.runtime.runtime_harness import make_request, model_threads, run_reque
 
 
 class SchedulerControl:
-    """The tokenizer manager's `control`, answered by an in-process scheduler."""
+    """The tokenizer manager's `control`, answered by an in-process scheduler, and the adapter
+    table of its admission (which the LoRA routes update)."""
 
     def __init__(self, scheduler) -> None:
         self.scheduler = scheduler
-        self.lora_adapters: dict[str, str] = {}
+        self.admission = SimpleNamespace(lora_adapters={})
 
     async def control(self, message, timeout: float = 30.0):
         return answer(message, self.scheduler)

@@ -39,6 +39,25 @@ CORPUS = (
 )
 
 
+INFO = ReadyInfo(
+    model_path="m",
+    tokenizer_path="m",
+    chat_template=None,
+    architectures=("LlamaForCausalLM",),
+    model_type="llama",
+    context_length=64,
+    vocab_size=1,
+    max_total_tokens=64,
+    device="cpu",
+    dtype="float32",
+    eos_token_ids=(0,),
+    bos_token=None,
+    eos_token=None,
+    op_table={},
+)
+"""What a model-less tokenizer manager is told (a 64-token context, a one-token vocabulary)."""
+
+
 def chat_prompt(tokenizer: Any, question: str = QUESTION) -> list[int]:
     """The ChatML prompt of one user turn, as token ids (the model's own template)."""
     text = tokenizer.apply_chat_template(

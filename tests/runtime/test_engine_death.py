@@ -8,8 +8,9 @@ import asyncio
 import pytest
 
 from sglang.runtime.processes import ipc
-from sglang.runtime.processes.messages import ReadyInfo
 from sglang.runtime.processes.tokenizer_manager import EngineDeadError, TokenizerManager
+
+from .runtime_harness import INFO
 
 
 class _Vocabulary:
@@ -17,24 +18,6 @@ class _Vocabulary:
 
     def get_vocab(self) -> dict[str, int]:
         return {"a": 0}
-
-
-INFO = ReadyInfo(
-    model_path="m",
-    tokenizer_path="m",
-    chat_template=None,
-    architectures=("LlamaForCausalLM",),
-    model_type="llama",
-    context_length=64,
-    vocab_size=1,
-    max_total_tokens=64,
-    device="cpu",
-    dtype="float32",
-    eos_token_ids=(0,),
-    bos_token=None,
-    eos_token=None,
-    op_table={},
-)
 
 
 def test_first_failure_reason_wins() -> None:

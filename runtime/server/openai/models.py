@@ -45,7 +45,7 @@ def adapter_cards(state: ServerState, created: int) -> list[dict[str, Any]]:
             "root": path,
             "parent": state.model_name,
         }
-        for name, path in sorted(state.manager.lora_adapters.items())
+        for name, path in sorted(state.manager.admission.lora_adapters.items())
     ]
 
 
