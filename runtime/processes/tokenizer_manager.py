@@ -23,6 +23,7 @@ from sglang.runtime.observability.tracing import RequestSpan, StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.admission import Admission
 from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest
+from sglang.runtime.processes.merged_streams import merged
 from sglang.runtime.processes.messages import (
     AbortRequest,
     GenerateRequest,
@@ -122,9 +123,10 @@ class TokenizerManager:
 
     # -- requests ----------------------------------------------------------------------------
     def generate(self, obj: GenerateInput) -> AsyncIterator[dict[str, Any] | list[dict[str, Any]]]:
-        """Yields cumulative outputs while streaming (single prompt, n == 1), else once: the
-        output dict, or a list of them for a batch or n > 1. Traced (`--enable-trace`), the
-        whole call is one `sglang.request` span; untraced, no tracing code runs."""
+        """Yields cumulative outputs: streaming, the output dicts of one prompt with n == 1, or
+        of every sequence of a batch or n > 1 with its `index`; else once, the output dict, or a
+        list of them for a batch or n > 1. Traced (`--enable-trace`), the whole call is one
+        `sglang.request` span; untraced, no tracing code runs."""
         return self._generate(obj, None) if self.tracer is None else self._traced(obj, self.tracer)
 
     async def _traced(
@@ -175,9 +177,26 @@ class TokenizerManager:
                     sent = count
                     yield out
             return
+        if obj.stream:
+            async for out in self._interleaved(prepared):
+                yield out
+            return
         results = await _gather_or_cancel([self._run_n(item, req) for item, req in prepared])
         flat = [out for group in results for out in group]
         yield flat if obj.is_batch or len(flat) > 1 else flat[0]
+
+    async def _interleaved(self, prepared: list[tuple[SingleInput, GenerateRequest]]) -> AsyncIterator[dict[str, Any]]:
+        """Upstream's stream of a batch or of n > 1: every sequence's outputs as they come, each
+        with its `index` (prompt-major: sample j of prompt i is i * n + j), every
+        `stream_interval` tokens and at its end."""
+        streams = [self._run(item, copy) for item, req in prepared for copy in await self._copies(item, req)]
+        intervals = [req.params.stream_interval or 1 for _, req in prepared for _ in range(req.params.n)]
+        sent = [0] * len(streams)
+        async for index, out in merged(streams):
+            count = len(out["output_ids"])
+            if out["meta_info"]["finish_reason"] is not None or count - sent[index] >= intervals[index]:
+                sent[index] = count
+                yield {**out, "index": index}
 
     def _prepare_traced(self, item: SingleInput, root: RequestSpan) -> GenerateRequest:
         start = time.time_ns()
@@ -186,9 +205,13 @@ class TokenizerManager:
         return replace(request, trace=root.carrier)
 
     async def _run_n(self, item: SingleInput, request: GenerateRequest) -> list[dict[str, Any]]:
+        return await _gather_or_cancel([self._final(item, c) for c in await self._copies(item, request)])
+
+    async def _copies(self, item: SingleInput, request: GenerateRequest) -> list[GenerateRequest]:
+        """`request`'s n sequences, one request each (sample j seeded `seed + j`); for n > 1 its
+        prompt is prefilled once first, so that they share its KV through the prefix cache."""
         n = request.params.n
         if n > 1:
-            # Prefill the prompt once so the n samples share its KV through the prefix cache.
             warm = replace(request, rid=f"{request.rid}-prefill", params=replace(request.params, max_new_tokens=0, n=1))
             await self._final(item, warm)
         copies = []
@@ -196,7 +219,7 @@ class TokenizerManager:
             seed = None if request.params.seed is None else request.params.seed + i
             params = replace(request.params, n=1, seed=seed)
             copies.append(replace(request, rid=request.rid if n == 1 else f"{request.rid}-{i}", params=params))
-        return await _gather_or_cancel([self._final(item, c) for c in copies])
+        return copies
 
     async def _final(self, item: SingleInput, request: GenerateRequest) -> dict[str, Any]:
         return await last_item(self._run(item, request))

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from sglang.runtime.parsers import ParsedOutput, ToolCallStream, parse_tool_calls
 from sglang.runtime.parsers.tool_formats import DEFAULT_FORMAT, FORCED_FORMAT
 from sglang.runtime.parsers.tool_stream import merge_calls
+from sglang.runtime.processes.merged_streams import merged
 from sglang.runtime.processes.messages import ReadyInfo
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
 from sglang.runtime.requests.sampling_params import SamplingParams, SamplingParamsError
@@ -44,7 +45,7 @@ from sglang.runtime.server.openai.messages import template_messages
 from sglang.runtime.server.openai.protocol import ChatCompletionRequest, ChatMessage, CompletionRequest
 from sglang.runtime.server.openai.responses import ResponseHeader, finish_reason, openai_error, usage
 from sglang.runtime.server.openai.sampling import Constraint, native_names, pick_grammar
-from sglang.runtime.server.openai.streaming import SSE_DONE, merged, open_stream, per_choice_inputs
+from sglang.runtime.server.openai.streaming import SSE_DONE, open_stream, per_choice_inputs
 from sglang.runtime.server.openai.tool_calls import forced_call_schema
 from sglang.runtime.server.state import ServerState
 from sglang.runtime.server_args import ServerArgs

@@ -1,5 +1,6 @@
-"""SGLang's native HTTP API against a real server: /generate (single, batch, streaming, logprobs,
-input ids), the info and health endpoints, /flush_cache, /abort_request and /metrics."""
+"""SGLang's native HTTP API against a real server: /generate (single, batch, streaming, a batch's
+and n > 1's streams, logprobs, input ids), the info and health endpoints, /flush_cache,
+/abort_request and /metrics."""
 
 from __future__ import annotations
 
@@ -109,6 +110,26 @@ def test_generate_stream_is_cumulative_and_ends_with_done(http: httpx.Client) ->
     assert len(final["output_ids"]) == 5
     # The stream's final text is what the same greedy request gives without streaming.
     assert final["text"] == generate(http, text=PROMPT, sampling_params=greedy(5, ignore_eos=True))["text"]
+
+
+def test_generate_stream_of_a_batch_and_of_n_tags_each_sequence(http: httpx.Client) -> None:
+    """As upstream: every sequence streams its own cumulative outputs, each with its `index`
+    (prompt-major), and each sequence's last equals the same request without streaming."""
+    prompts = [PROMPT, "One, two, three,"]
+    params = [greedy(3, ignore_eos=True), greedy(4, ignore_eos=True)]
+    events = stream_generate(http, text=prompts, sampling_params=params)
+    assert events[-1] == "[DONE]"
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for event in events[:-1]:
+        by_index.setdefault(event["index"], []).append(event)
+    assert sorted(by_index) == [0, 1]
+    whole = generate(http, text=prompts, sampling_params=params)
+    for index, outputs in by_index.items():
+        assert len(outputs) == params[index]["max_new_tokens"]  # one event per token
+        assert outputs[-1]["output_ids"] == whole[index]["output_ids"]
+    samples = stream_generate(http, text=PROMPT, sampling_params={"max_new_tokens": 2, "n": 3, "ignore_eos": True})
+    finals = [e for e in samples[:-1] if e["meta_info"]["finish_reason"] is not None]
+    assert sorted(e["index"] for e in finals) == [0, 1, 2]
 
 
 def test_generate_logprobs(http: httpx.Client, tokenizer: Any) -> None:

@@ -1,8 +1,8 @@
 """Server-sent events for both endpoints: one generation per choice, merged, as SSE chunks.
 
-The manager streams only a single prompt with n == 1, so a streamed request is split into one
-streaming generation per choice (`per_choice_inputs`) and their outputs are merged as they come
-(`merged`). Invariants:
+A streamed request is split into one streaming generation per choice (`per_choice_inputs`),
+whose outputs are merged as they come (`merged`), so that each choice is its own request with
+its own request id. Invariants:
 - errors before the first output (bad input, queue full, prompt too long) are raised, so the
   client gets a plain HTTP error; after it, they become one `data: {"error": ...}` event;
 - every stream ends with `data: [DONE]`;
@@ -12,7 +12,6 @@ streaming generation per choice (`per_choice_inputs`) and their outputs are merg
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -24,6 +23,7 @@ import orjson
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
+from sglang.runtime.processes.merged_streams import Event, merged
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager
 from sglang.runtime.requests.generate_input import GenerateInput
 from sglang.runtime.server.errors import ApiError, error_body
@@ -40,9 +40,6 @@ from sglang.runtime.server.openai.responses import (
 logger = logging.getLogger(__name__)
 
 SSE_DONE = b"data: [DONE]\n\n"
-
-Event = tuple[int, dict[str, Any]]
-"""(choice index, that choice's cumulative output)."""
 
 
 class Chunker(ABC):
@@ -135,51 +132,6 @@ class ChoiceCursor:
         tops = meta.get("output_top_logprobs") or []
         start, self.tokens = self.tokens, len(pairs)
         return pairs[start:], tops[start:]
-
-
-_END = object()
-
-
-def merged(streams: list[AsyncIterator[dict[str, Any]]]) -> AsyncIterator[Event]:
-    """The items of all `streams` as they arrive, tagged with the stream's index. The first
-    error of any stream is raised; closing or cancelling this iterator cancels every stream.
-    One stream (the usual one-choice request) is read directly: no pump task, no queue, so
-    each output reaches the response one event-loop hop sooner."""
-    return _tagged(streams[0]) if len(streams) == 1 else _pumped(streams)
-
-
-async def _tagged(stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[Event]:
-    async with aclosing(stream):  # type: ignore[type-var]  (the manager's streams are generators)
-        async for item in stream:
-            yield 0, item
-
-
-async def _pumped(streams: list[AsyncIterator[dict[str, Any]]]) -> AsyncIterator[Event]:
-    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-
-    async def pump(index: int, stream: AsyncIterator[dict[str, Any]]) -> None:
-        try:
-            async for item in stream:
-                queue.put_nowait((index, item))
-            queue.put_nowait((index, _END))
-        except Exception as e:
-            queue.put_nowait((index, e))
-
-    tasks = [asyncio.create_task(pump(i, s)) for i, s in enumerate(streams)]
-    try:
-        running = len(tasks)
-        while running:
-            index, item = await queue.get()
-            if item is _END:
-                running -= 1
-            elif isinstance(item, Exception):
-                raise item
-            else:
-                yield index, item
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def open_stream(
