@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_body, anthropic_router
+from sglang.runtime.server.embedding_api import router as embedding_router
 from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
 from sglang.runtime.server.info_api import router as info_router
 from sglang.runtime.server.lora_api import router as lora_router
@@ -98,6 +99,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(info_router)
     app.include_router(lora_router)
     app.include_router(parsers_router)
+    app.include_router(embedding_router)
     return app
 
 

@@ -168,8 +168,8 @@ def test_completion_seed_reproducible(client: openai.OpenAI, model: str) -> None
 
 @pytest.mark.e2e_core
 def test_bad_requests_are_openai_400s(client: openai.OpenAI, model: str, model_info: dict[str, Any]) -> None:
-    """Out-of-range values, a prompt past the context and a max_tokens that would pass it are
-    refused before any step runs."""
+    """Out-of-range values, a prompt past the context, a max_tokens that would pass it and an
+    embedding of a generative model are refused before any step runs."""
     too_long = [42] * (model_info["context_length"] + 1)
     whole = model_info["context_length"]  # with the prompt, past the context
     calls = [  # (what the error names, the call)
@@ -177,6 +177,7 @@ def test_bad_requests_are_openai_400s(client: openai.OpenAI, model: str, model_i
         ("max_tokens", lambda: client.completions.create(model=model, prompt=PROMPT, max_tokens=-1)),
         ("context", lambda: client.completions.create(model=model, prompt=too_long, max_tokens=1)),
         ("max_tokens", lambda: client.chat.completions.create(model=model, messages=user(QUESTION), max_tokens=whole)),
+        ("embedding", lambda: client.embeddings.create(model=model, input=QUESTION)),
     ]
     for named, call in calls:
         with pytest.raises(openai.BadRequestError) as refused:
