@@ -168,9 +168,7 @@ class Engine:
         return self._lora_reply(UnloadLoraAdapter(lora_name))
 
     def _lora_reply(self, message: LoadLoraAdapter | UnloadLoraAdapter) -> dict[str, Any]:
-        result = self._call(self.manager.control(message, timeout=300.0))
-        self.manager.lora_adapters = dict(result.loaded_adapters)
-        return result.to_json()
+        return self._call(self.manager.control(message, timeout=300.0)).to_json()
 
     def get_model_info(self) -> dict[str, Any]:
         return self.info.model_info()

@@ -22,7 +22,7 @@ from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.tracing import RequestSpan, StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.admission import Admission
-from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest
+from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest, LoraResult
 from sglang.runtime.processes.merged_streams import merged
 from sglang.runtime.processes.messages import (
     AbortRequest,
@@ -301,6 +301,8 @@ class TokenizerManager:
             self.control_waiters.pop(request_id, None)
         if isinstance(reply.result, ControlError):
             raise ControlFailedError(f"{type(message).__name__}: {reply.result.message}")
+        if isinstance(reply.result, LoraResult):  # requests naming an adapter are checked against it
+            self.admission.lora_adapters = dict(reply.result.loaded_adapters)
         return reply.result
 
     def fail_all(self, reason: str) -> None:

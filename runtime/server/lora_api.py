@@ -15,13 +15,12 @@ from sglang.runtime.lora.paths import LoraRef
 from sglang.runtime.processes.control import LoadLoraAdapter, LoraResult, UnloadLoraAdapter
 from sglang.runtime.server.errors import ApiError, error_body, json_response
 from sglang.runtime.server.native_api import json_body
-from sglang.runtime.server.state import ServerState, server_state
+from sglang.runtime.server.state import server_state
 
 router = APIRouter()
 
 
-def _answer(state: ServerState, result: LoraResult) -> Response:
-    state.manager.admission.lora_adapters = dict(result.loaded_adapters)
+def _answer(result: LoraResult) -> Response:
     if not result.success:
         body = {**error_body(400, result.error_message or "refused", "lora_name"), **result.to_json()}
         return json_response(body, status=400)
@@ -36,7 +35,7 @@ async def load_lora_adapter(request: Request) -> Response:
     except LoraError as e:
         raise ApiError(400, str(e), "lora_name") from None
     result = await state.manager.control(LoadLoraAdapter(ref.name, ref.path, ref.pinned), timeout=300.0)
-    return _answer(state, result)
+    return _answer(result)
 
 
 @router.post("/unload_lora_adapter")
@@ -46,4 +45,4 @@ async def unload_lora_adapter(request: Request) -> Response:
     name = body.get("lora_name") if isinstance(body, dict) else None
     if not isinstance(name, str) or not name:
         raise ApiError(400, "lora_name must be a non-empty string", "lora_name")
-    return _answer(state, await state.manager.control(UnloadLoraAdapter(name)))
+    return _answer(await state.manager.control(UnloadLoraAdapter(name)))
