@@ -38,12 +38,12 @@ class CpuPlatform(Platform):
 
     @cached_property
     def runtime(self) -> DeviceRuntime:
-        """Decode buckets are traced on first use (`TracedDecodeRuntime`); with
-        `$SGLANG_CPU_COMPILE_DECODE=1` they are compiled by inductor instead, which takes minutes
-        cold on a small machine (cached afterwards)."""
+        """Decode buckets are taped on first use (`TapedDecodeRuntime`; traced where a tape cannot
+        replay the step); with `$SGLANG_CPU_COMPILE_DECODE=1` they are compiled by inductor
+        instead, which takes minutes cold on a small machine (cached afterwards)."""
         if os.environ.get(COMPILE_ENV, "").lower() in ("1", "true", "yes"):
             return resolve("sglang.platforms.cpu.runtime:CompiledDecodeRuntime")()
-        return resolve("sglang.platforms.cpu.runtime:TracedDecodeRuntime")()
+        return resolve("sglang.platforms.cpu.runtime:TapedDecodeRuntime")()
 
     @classmethod
     def availability(cls) -> Availability:

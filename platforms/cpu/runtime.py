@@ -1,16 +1,20 @@
-"""The cpu runtimes that make a decode bucket's step static: traced (the default) or compiled.
+"""The cpu runtimes that make a decode bucket's step static: taped (the default), traced or compiled.
 
 The captured step runner hands `capture_step` one bucket's decode step, which reads static ids,
 positions and attention metadata buffers and updates the KV buffers in place.
 
-- `TracedDecodeRuntime` is cpu's graph capture: `torch.jit.trace` records the step's op sequence
-  once, holding every tensor it read other than the KV buffers (weights, the static buffers)
-  by reference, as a CUDA graph holds their addresses, and each replay runs that sequence in
-  TorchScript's interpreter: no Python frames and no module or op lookups between kernels
-  (that glue was a large share of a small model's batch-1 step: benchmarks/README.md, "Measured
-  costs"). The interpreter runs with its graph optimizations off: they may fold an op whose inputs
-  are all recorded tensors into a constant, and the static buffers change between replays.
-  Capturing a bucket takes a fraction of a second, so every batch size can be its own bucket.
+- `TapedDecodeRuntime` is cpu's graph capture: the step runs once while its kernel calls are
+  recorded into a step tape (`platforms/kernels/cpu_cpp/step_tape.py`), holding every tensor they
+  read and wrote by reference, as a CUDA graph holds their addresses; a replay makes the same
+  kernel calls from C++ into the same output buffers, with no Python, dispatch, allocation or
+  view between them (that glue was a large share of a small model's batch-1 step:
+  benchmarks/README.md, "Measured costs"). A step the tape cannot replay (another kernel family's
+  ops, LoRA, MLA) is traced instead, with the reason logged once.
+- `TracedDecodeRuntime`: `torch.jit.trace` records the step's op sequence once, with the same
+  tensors held by reference, and each replay runs that sequence in TorchScript's interpreter. The
+  interpreter runs with its graph optimizations off: they may fold an op whose inputs are all
+  recorded tensors into a constant, and the static buffers change between replays. Capturing a
+  bucket takes a fraction of a second, so every batch size can be its own bucket.
   `torch.jit.trace` is deprecated; where a torch has none, a bucket's step replays the Python
   step itself over its static buffers (logged once): the same tokens, without the speed-up.
 - `CompiledDecodeRuntime` (`SGLANG_CPU_COMPILE_DECODE=1`) compiles the step with inductor
@@ -41,8 +45,11 @@ logger = logging.getLogger(__name__)
 class TracedDecodeRuntime(DeviceRuntime):
     def capture_step(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
         # One eager run first: what a kernel builds on first use (the cpu_cpp linear's weight
-        # records) is then built outside the trace, which would record only its result.
+        # records) is then built outside the capture, which would record only its result.
         step(kv_buffers)
+        return self._capture(step, kv_buffers)
+
+    def _capture(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
         if getattr(torch.jit, "trace", None) is None:
             _log_untraced_once()
             return step
@@ -61,6 +68,22 @@ class TracedDecodeRuntime(DeviceRuntime):
             return logits, list(written)
 
         return run
+
+
+class TapedDecodeRuntime(TracedDecodeRuntime):
+    def _capture(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
+        from sglang.platforms.kernels.cpu_cpp.step_tape import Untapeable, record_tape
+
+        try:
+            return record_tape(step, kv_buffers)
+        except Untapeable as reason:
+            _log_untaped_once(str(reason))
+        return super()._capture(step, kv_buffers)
+
+
+@functools.cache
+def _log_untaped_once(reason: str) -> None:
+    logger.info("decode steps are traced, not taped: %s", reason)
 
 
 @functools.cache

@@ -136,7 +136,8 @@ class CapturedStepRunner:
         if self.window_backend is not None:
             self.window_backend.replay_metadata(bucket, padded.for_window())
         logits, kv_buffers = replay(kv_buffers)
-        return logits[step.logit_rows.to(logits.device)], kv_buffers
+        # index_select: advanced indexing takes a general path that costs more than the row copy
+        return logits.index_select(0, step.logit_rows.to(logits.device)), kv_buffers
 
     def _capture(
         self, bucket: int, padded: AttentionInputs, kv_buffers: list[torch.Tensor], with_lora: bool

@@ -1,10 +1,11 @@
-"""Captured decode on cpu gives the eager step's greedy tokens, for both ways cpu makes a bucket's
-step static: traced (the default) and compiled by inductor (`SGLANG_CPU_COMPILE_DECODE=1`).
+"""Captured decode on cpu gives the eager step's greedy tokens, for every way cpu makes a bucket's
+step static: taped (the default), traced (where a tape cannot replay a step) and compiled by
+inductor (`SGLANG_CPU_COMPILE_DECODE=1`).
 
 The embedded model, served quantized, decodes five chat prompts of different lengths through the
-graph runner with buckets (1, 2, 4, 8) and through the eager step, over a float32 pool and a
-bfloat16 one (`--kv-cache-dtype bf16`); and once more with
-`torch.jit.trace` removed (it is deprecated), where the buckets replay the untraced step. Rows leave one by one, so the
+graph runner with buckets (1, 2, 4, 8) and through the eager step, taped over a float32 pool and a
+bfloat16 one (`--kv-cache-dtype bf16`), traced, and traced with `torch.jit.trace` removed (it is
+deprecated), where the buckets replay the untraced step. Rows leave one by one, so the
 batch runs as bucket 8 (5 rows, 3 padded), then 4 (4 and 3 rows: across a bucket boundary), 2
 and 1. Every row's tokens must match the eager ones exactly: the padding writes only the scratch
 slot, the kernels' results do not depend on the batch size, and a replay reads the step's new
@@ -22,9 +23,10 @@ from sglang.ops.attention import AttentionInputs, AttentionLayer, CaptureLimits
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.step import StepInputs
 from sglang.platforms.cpu.platform import COMPILE_ENV, CpuPlatform
-from sglang.platforms.cpu.runtime import CompiledDecodeRuntime, TracedDecodeRuntime
+from sglang.platforms.cpu.runtime import CompiledDecodeRuntime, TapedDecodeRuntime, TracedDecodeRuntime
 from sglang.platforms.execution.captured import CapturedStepRunner
 from sglang.platforms.kernels.cpu_cpp.attention import PoolDecodeAttention
+from sglang.platforms.kernels.cpu_cpp.step_tape import TapedStep
 from sglang.runtime.execution.model_runner import ModelRunner, attention_backend_for
 from sglang.runtime.loader.model_loading import load_model
 from sglang.runtime.server_args import ServerArgs
@@ -66,17 +68,16 @@ def greedy(runner: ModelRunner, prompts: list[list[int]]) -> list[list[int]]:
 
 
 @pytest.mark.parametrize(
-    ("compiled", "traceable", "kv_cache_dtype"),
+    ("capture", "kv_cache_dtype"),
     [
-        pytest.param(False, True, "auto", id="traced"),
-        pytest.param(False, True, "bf16", id="traced-bfloat16-pool"),
-        pytest.param(False, False, "auto", id="torch-without-jit-trace", marks=pytest.mark.slow),
-        pytest.param(True, True, "auto", id="compiled", marks=pytest.mark.slow),
+        pytest.param("taped", "auto", id="taped"),
+        pytest.param("taped", "bf16", id="taped-bfloat16-pool"),
+        pytest.param("traced", "auto", id="traced"),
+        pytest.param("untraced", "auto", id="torch-without-jit-trace", marks=pytest.mark.slow),
+        pytest.param("compiled", "auto", id="compiled", marks=pytest.mark.slow),
     ],
 )
-def test_captured_buckets_match_eager(
-    monkeypatch, caplog, compiled: bool, traceable: bool, kv_cache_dtype: str
-) -> None:
+def test_captured_buckets_match_eager(monkeypatch, caplog, capture: str, kv_cache_dtype: str) -> None:
     loaded = load_model(ServerArgs(device="cpu"))
     tokenizer = loaded.load_tokenizer()
     prompts = [
@@ -94,20 +95,25 @@ def test_captured_buckets_match_eager(
     eager_runner = ModelRunner(loaded.model, CpuPlatform(), slots, backend(CpuPlatform()))
     assert eager_runner.kv_buffers[0].dtype == (torch.bfloat16 if kv_cache_dtype == "bf16" else torch.float32)
     eager = greedy(eager_runner, prompts)
-    if compiled:
+    if capture == "compiled":
         monkeypatch.setenv(COMPILE_ENV, "1")
     else:
         monkeypatch.delenv(COMPILE_ENV, raising=False)
     platform = CpuPlatform()
-    assert isinstance(platform.runtime, CompiledDecodeRuntime if compiled else TracedDecodeRuntime)
-    if not traceable:  # torch.jit.trace is deprecated: a torch that removed it still serves
+    assert isinstance(platform.runtime, CompiledDecodeRuntime if capture == "compiled" else TapedDecodeRuntime)
+    if capture in ("traced", "untraced"):
+        platform.runtime = TracedDecodeRuntime()
+    if capture == "untraced":  # torch.jit.trace is deprecated: a torch that removed it still serves
         monkeypatch.delattr(torch.jit, "trace")
     runner = ModelRunner(loaded.model, platform, slots, backend(platform), graph_buckets=BucketPolicy((1, 2, 4, 8)))
     assert isinstance(runner.step_runner, CapturedStepRunner)
-    with caplog.at_level("WARNING", logger="sglang.platforms.cpu.runtime"):
+    with caplog.at_level("INFO", logger="sglang.platforms.cpu.runtime"):
         assert greedy(runner, prompts) == eager
-    assert ("has no torch.jit.trace" in caplog.text) == (not traceable)
+    assert ("has no torch.jit.trace" in caplog.text) == (capture == "untraced")
+    assert "not taped" not in caplog.text
     assert sorted(runner.step_runner.stats.captured_buckets) == [1, 2, 4, 8]
+    replays = runner.step_runner._replays.values()
+    assert all(isinstance(r, TapedStep) for r in replays) == (capture == "taped")
 
 
 def test_pool_attention_captures_every_float32_layer_kind() -> None:

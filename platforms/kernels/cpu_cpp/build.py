@@ -21,12 +21,14 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.util
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -41,9 +43,20 @@ logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = tuple(
-    CSRC / f for f in ("quant_linear.cpp", "decode_attention.cpp", "decode_glue.cpp", "lora.cpp", "bindings.cpp")
+    CSRC / f
+    for f in (
+        "quant_linear.cpp",
+        "decode_attention.cpp",
+        "decode_glue.cpp",
+        "lora.cpp",
+        "step_tape.cpp",
+        "bindings.cpp",
+    )
 )
-HEADERS = tuple(CSRC / f for f in ("int16_activations.h", "chunk_queue.h", "record_arena.h", "ops.h", "vector_math.h"))
+HEADERS = tuple(
+    CSRC / f
+    for f in ("int16_activations.h", "chunk_queue.h", "record_arena.h", "ops.h", "step_tape.h", "vector_math.h")
+)
 NAME = "sglang_cpu_cpp"
 
 
@@ -54,15 +67,30 @@ def compile_flags() -> list[str]:
     return flags
 
 
+_dispatching = False
+"""Set while a step tape records (see `dispatched_kernel_ops`)."""
+
+
 def kernel_ops() -> ModuleType | torch._ops._OpNamespace:
     """The family's ops: the extension module's own bindings when eager (a direct call, about
     2 us less than torch's dispatcher, and a decode step makes about 270 of them); under
-    torch.compile or torch.jit.trace, `torch.ops.sglang_cpu_cpp`, which both record (the
-    compiler traces through the fakes; the tracer would take a direct call's result for a
-    constant)."""
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+    torch.compile, torch.jit.trace or a step tape's recording, `torch.ops.sglang_cpu_cpp`, which
+    all three see (the compiler traces through the fakes; the tracer would take a direct call's
+    result for a constant, and the recorder would not see it)."""
+    if _dispatching or torch.compiler.is_compiling() or torch.jit.is_tracing():
         return torch.ops.sglang_cpu_cpp
     return ensure_built()
+
+
+@contextlib.contextmanager
+def dispatched_kernel_ops() -> Iterator[None]:
+    """While open, `kernel_ops()` is `torch.ops.sglang_cpu_cpp` (a dispatch mode sees its calls)."""
+    global _dispatching
+    previous, _dispatching = _dispatching, True
+    try:
+        yield
+    finally:
+        _dispatching = previous
 
 
 def build_folder(flags: list[str]) -> Path:

@@ -2,6 +2,7 @@
 // that includes pybind11 and torch's Python bindings (its Tensor conversions).
 #include <torch/csrc/utils/pybind.h>
 #include "ops.h"
+#include "step_tape.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace sgl_cpu_cpp;
@@ -18,4 +19,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("silu_and_mul", &silu_and_mul);
   m.def("lora_shrink", &lora_shrink);
   m.def("lora_expand", &lora_expand);
+  pybind11::class_<StepTape>(m, "StepTape")
+      .def(pybind11::init<>())
+      .def("int4_linear", &StepTape::int4_linear)
+      .def("int8_linear", &StepTape::int8_linear)
+      .def("decode_attention", &StepTape::decode_attention)
+      .def("decode_attention_store", &StepTape::decode_attention_store)
+      .def("rms_norm", &StepTape::rms_norm)
+      .def("fused_add_rms_norm", &StepTape::fused_add_rms_norm)
+      .def("apply_rotary", &StepTape::apply_rotary)
+      .def("silu_and_mul", &StepTape::silu_and_mul)
+      .def("copy", &StepTape::copy)
+      .def("index_select", &StepTape::index_select)
+      .def("mul", &StepTape::mul)
+      .def("add", &StepTape::add)
+      // The kernels hold no Python objects: other Python threads run while a step replays.
+      .def("replay", &StepTape::replay, pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def("__len__", &StepTape::size);
 }

@@ -328,6 +328,14 @@ namespace sgl_cpu_cpp {
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& slots,
                             const at::Tensor& starts, double scale, int64_t window, double softcap,
                             const std::optional<at::Tensor>& sinks) {
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  decode_attention_into(q, kv, slots, starts, scale, window, softcap, sinks, out);
+  return out;
+}
+
+void decode_attention_into(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& slots,
+                           const at::Tensor& starts, double scale, int64_t window, double softcap,
+                           const std::optional<at::Tensor>& sinks, at::Tensor& out) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention", std::vector<c10::IValue>());
   TORCH_CHECK(q.scalar_type() == at::kFloat && (kv.scalar_type() == at::kFloat || kv.scalar_type() == at::kBFloat16),
               "decode_attention: float32 queries, a float32 or bfloat16 pool");
@@ -338,7 +346,8 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
   const int64_t B = q.size(0), H = q.size(1), D = q.size(2), S = kv.size(1), Hk = kv.size(2);
   TORCH_CHECK(H % Hk == 0 && kv.size(3) == D && starts.numel() == B + 1, "decode_attention: shapes");
   const int64_t group = H / Hk, stride = Hk * D;
-  at::Tensor out = at::empty_like(qc);
+  TORCH_CHECK(out.is_contiguous() && out.sizes() == q.sizes() && out.scalar_type() == at::kFloat,
+              "decode_attention: output");
   const float* qp = qc.data_ptr<float>();
   const at::Tensor slots_c = slots.contiguous(), starts_c = starts.contiguous();
   const int64_t* sp = slots_c.data_ptr<int64_t>();
@@ -397,7 +406,6 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& kv, const at:
             sink_of(h), op + (b * H + h) * D);
     }
   });
-  return out;
 }
 
 // Writes k, v [B, Hk, D] into the pool at new_slots, then attends as decode_attention.
@@ -405,6 +413,15 @@ at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, cons
                                   at::Tensor kv, const at::Tensor& new_slots, const at::Tensor& slots,
                                   const at::Tensor& starts, double scale, int64_t window, double softcap,
                                   const std::optional<at::Tensor>& sinks) {
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  decode_attention_store_into(q, k, v, kv, new_slots, slots, starts, scale, window, softcap, sinks, out);
+  return out;
+}
+
+void decode_attention_store_into(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& kv,
+                                 const at::Tensor& new_slots, const at::Tensor& slots, const at::Tensor& starts,
+                                 double scale, int64_t window, double softcap,
+                                 const std::optional<at::Tensor>& sinks, at::Tensor& out) {
   RECORD_FUNCTION("sglang_cpu_cpp::decode_attention_store", std::vector<c10::IValue>());
   TORCH_CHECK(k.scalar_type() == at::kFloat && v.scalar_type() == at::kFloat, "decode_attention: float32 new rows");
   TORCH_CHECK(new_slots.numel() == k.size(0) && k.sizes() == v.sizes(), "decode_attention: new rows");
@@ -424,7 +441,7 @@ at::Tensor decode_attention_store(const at::Tensor& q, const at::Tensor& k, cons
     store(kv.data_ptr<c10::BFloat16>());
   else
     store(kv.data_ptr<float>());
-  return decode_attention(q, kv, slots, starts, scale, window, softcap, sinks);
+  decode_attention_into(q, kv, slots, starts, scale, window, softcap, sinks, out);
 }
 
 // Multi-head latent attention's absorbed decode over the latent pool kv[S, R + r]: for row b and

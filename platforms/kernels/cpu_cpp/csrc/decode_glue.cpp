@@ -11,7 +11,6 @@
 #include "vector_math.h"
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
 #include <cmath>
@@ -24,6 +23,11 @@ constexpr int64_t ROWS_PER_TASK = 16;
 at::Tensor float_rows(const at::Tensor& x, const char* op) {
   TORCH_CHECK(x.scalar_type() == at::kFloat, op, ": float32 only");
   return x.contiguous();
+}
+
+// An output the caller gave: float32 rows of the input's size.
+void check_output(const at::Tensor& out, const at::Tensor& like, const char* op) {
+  TORCH_CHECK(out.is_contiguous() && out.numel() == like.numel() && out.scalar_type() == at::kFloat, op, ": output");
 }
 
 inline void normalize_row(const float* x, const float* w, float eps, int64_t H, float* out) {
@@ -56,24 +60,37 @@ void rotate_heads(const float* in, int64_t heads, int64_t D, const float* cos, c
 namespace sgl_cpu_cpp {
 
 at::Tensor rms_norm(const at::Tensor& input, const at::Tensor& weight, double eps) {
+  at::Tensor out = at::empty(input.sizes(), input.options());
+  rms_norm_into(input, weight, eps, out);
+  return out;
+}
+
+void rms_norm_into(const at::Tensor& input, const at::Tensor& weight, double eps, at::Tensor& out) {
   RECORD_FUNCTION("sglang_cpu_cpp::rms_norm", std::vector<c10::IValue>());
   const at::Tensor x = float_rows(input, "rms_norm");
   const int64_t H = x.size(-1), rows = x.numel() / H;
-  at::Tensor out = at::empty_like(x);
+  check_output(out, x, "rms_norm");
   const float *xp = x.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
   float* op = out.data_ptr<float>();
   at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) normalize_row(xp + r * H, wp, static_cast<float>(eps), H, op + r * H);
   });
-  return out;
 }
 
 std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& input, const at::Tensor& res,
                                                       const at::Tensor& weight, double eps) {
+  at::Tensor out = at::empty(input.sizes(), input.options()), summed = at::empty(input.sizes(), input.options());
+  fused_add_rms_norm_into(input, res, weight, eps, out, summed);
+  return {out, summed};
+}
+
+void fused_add_rms_norm_into(const at::Tensor& input, const at::Tensor& res, const at::Tensor& weight, double eps,
+                             at::Tensor& out, at::Tensor& summed) {
   RECORD_FUNCTION("sglang_cpu_cpp::fused_add_rms_norm", std::vector<c10::IValue>());
   const at::Tensor x = float_rows(input, "fused_add_rms_norm"), residual = float_rows(res, "fused_add_rms_norm");
   const int64_t H = x.size(-1), rows = x.numel() / H;
-  at::Tensor summed = at::empty_like(x), out = at::empty_like(x);
+  check_output(out, x, "fused_add_rms_norm");
+  check_output(summed, x, "fused_add_rms_norm");
   const float *xp = x.data_ptr<float>(), *rp = residual.data_ptr<float>(), *wp = weight.contiguous().data_ptr<float>();
   float *sp = summed.data_ptr<float>(), *op = out.data_ptr<float>();
   at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
@@ -83,12 +100,18 @@ std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& input, c
       normalize_row(sp + r * H, wp, static_cast<float>(eps), H, op + r * H);
     }
   });
-  return {out, summed};
 }
 
 std::tuple<at::Tensor, at::Tensor> apply_rotary(const at::Tensor& positions, const at::Tensor& q,
                                                 const at::Tensor& k, const at::Tensor& cos_sin,
                                                 bool is_neox) {
+  at::Tensor q_out = at::empty(q.sizes(), q.options()), k_out = at::empty(k.sizes(), k.options());
+  apply_rotary_into(positions, q, k, cos_sin, is_neox, q_out, k_out);
+  return {q_out, k_out};
+}
+
+void apply_rotary_into(const at::Tensor& positions, const at::Tensor& q, const at::Tensor& k,
+                       const at::Tensor& cos_sin, bool is_neox, at::Tensor& q_out, at::Tensor& k_out) {
   RECORD_FUNCTION("sglang_cpu_cpp::apply_rotary", std::vector<c10::IValue>());
   const at::Tensor qc = float_rows(q, "apply_rotary"), kc = float_rows(k, "apply_rotary");
   const at::Tensor table = float_rows(cos_sin, "apply_rotary");
@@ -96,7 +119,8 @@ std::tuple<at::Tensor, at::Tensor> apply_rotary(const at::Tensor& positions, con
   const int64_t T = q.size(0), Hq = q.size(1), Hk = k.size(1), D = q.size(2), half = table.size(1) / 2;
   TORCH_CHECK(2 * half <= D && k.size(2) == D, "apply_rotary: rotary dim exceeds the head dim");
   const at::Tensor pos = positions.to(at::kLong).contiguous();
-  at::Tensor q_out = at::empty_like(qc), k_out = at::empty_like(kc);
+  check_output(q_out, qc, "apply_rotary");
+  check_output(k_out, kc, "apply_rotary");
   const int64_t* pp = pos.data_ptr<int64_t>();
   const float *qp = qc.data_ptr<float>(), *kp = kc.data_ptr<float>(), *tp = table.data_ptr<float>();
   float *qo = q_out.data_ptr<float>(), *ko = k_out.data_ptr<float>();
@@ -107,16 +131,22 @@ std::tuple<at::Tensor, at::Tensor> apply_rotary(const at::Tensor& positions, con
       rotate_heads(kp + t * Hk * D, Hk, D, cos, cos + half, half, is_neox, ko + t * Hk * D);
     }
   });
-  return {q_out, k_out};
 }
 
 at::Tensor silu_and_mul(const at::Tensor& input) {
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape.back() /= 2;
+  at::Tensor out = at::empty(shape, input.options());
+  silu_and_mul_into(input, out);
+  return out;
+}
+
+void silu_and_mul_into(const at::Tensor& input, at::Tensor& out) {
   RECORD_FUNCTION("sglang_cpu_cpp::silu_and_mul", std::vector<c10::IValue>());
   const at::Tensor x = float_rows(input, "silu_and_mul");
   const int64_t width = x.size(-1), half = width / 2, rows = x.numel() / width;
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = half;
-  at::Tensor out = at::empty(shape, x.options());
+  TORCH_CHECK(out.is_contiguous() && out.numel() == rows * half && out.scalar_type() == at::kFloat,
+              "silu_and_mul: output");
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   at::parallel_for(0, rows, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
@@ -124,7 +154,6 @@ at::Tensor silu_and_mul(const at::Tensor& input) {
       sgl_cpu_cpp::silu_mul_row(xp + r * width, xp + r * width + half, half, op + r * half);
     }
   });
-  return out;
 }
 
 }  // namespace sgl_cpu_cpp

@@ -46,6 +46,27 @@ std::tuple<at::Tensor, at::Tensor> apply_rotary(const at::Tensor& positions, con
                                                 const at::Tensor& k, const at::Tensor& cos_sin, bool is_neox);
 at::Tensor silu_and_mul(const at::Tensor& input);
 
+// The same ops into outputs the caller owns (contiguous, float32, the shapes the ops above
+// allocate): a step tape's replays (step_tape.h) write the buffers it recorded, allocating nothing.
+void int4_linear_into(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& scales,
+                      const at::Tensor& offsets, int64_t group, const at::Tensor& tiles,
+                      const std::optional<at::Tensor>& bias, at::Tensor& out);
+void int8_linear_into(const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales, int64_t group,
+                      const at::Tensor& tiles, const std::optional<at::Tensor>& bias, at::Tensor& out);
+void decode_attention_into(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& slots,
+                           const at::Tensor& starts, double scale, int64_t window, double softcap,
+                           const std::optional<at::Tensor>& sinks, at::Tensor& out);
+void decode_attention_store_into(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& kv,
+                                 const at::Tensor& new_slots, const at::Tensor& slots, const at::Tensor& starts,
+                                 double scale, int64_t window, double softcap,
+                                 const std::optional<at::Tensor>& sinks, at::Tensor& out);
+void rms_norm_into(const at::Tensor& input, const at::Tensor& weight, double eps, at::Tensor& out);
+void fused_add_rms_norm_into(const at::Tensor& input, const at::Tensor& res, const at::Tensor& weight, double eps,
+                             at::Tensor& out, at::Tensor& summed);
+void apply_rotary_into(const at::Tensor& positions, const at::Tensor& q, const at::Tensor& k,
+                       const at::Tensor& cos_sin, bool is_neox, at::Tensor& q_out, at::Tensor& k_out);
+void silu_and_mul_into(const at::Tensor& input, at::Tensor& out);
+
 // lora.cpp
 at::Tensor lora_shrink(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& token_slots);
 at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const at::Tensor& weights,

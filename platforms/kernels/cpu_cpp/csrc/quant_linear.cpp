@@ -188,19 +188,24 @@ void int16_matmul(const float* x, int64_t M, const at::Tensor& tiles, int64_t N,
   q16::matmul(x, M, Full{records, blocks}, N, y);
 }
 
+// y: x's shape with N last, contiguous (allocated in its final shape, so no reshape calls: at
+// decode each costs about as much as a small kernel).
+at::Tensor linear_output(const at::Tensor& x, int64_t N) {
+  std::vector<int64_t> out_shape = x.sizes().vec();
+  out_shape.back() = N;
+  return at::empty(out_shape, x.options());
+}
+
 template <int Bits, typename Dequant>
-at::Tensor run(const at::Tensor& x, int64_t N, int64_t group, const at::Tensor& tiles,
-               const std::optional<at::Tensor>& bias, Dequant dequant) {
+void run(const at::Tensor& x, int64_t N, int64_t group, const at::Tensor& tiles, const std::optional<at::Tensor>& bias,
+         Dequant dequant, at::Tensor& y) {
   TORCH_CHECK(x.scalar_type() == at::kFloat, "quantized linear: x must be float32");
   const int64_t K = x.size(-1);
   TORCH_CHECK(K % 8 == 0, "quantized linear: in_features must be a multiple of 8");
-  // Contiguous x is rows of K whatever its leading dimensions, and y is allocated in its final
-  // shape: no reshape calls (at decode each costs about as much as a small kernel).
+  // Contiguous x is rows of K whatever its leading dimensions.
   const at::Tensor x2 = x.contiguous();
   const int64_t M = x2.numel() / K;
-  std::vector<int64_t> out_shape = x.sizes().vec();
-  out_shape.back() = N;
-  at::Tensor y = at::empty(out_shape, x.options());
+  TORCH_CHECK(y.is_contiguous() && y.numel() == M * N, "quantized linear: output shape");
   const float* xp = x2.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   if (M <= q16::Tiles<Bits, float>::max_rows && q16::serves(K, group)) {
@@ -222,7 +227,6 @@ at::Tensor run(const at::Tensor& x, int64_t N, int64_t group, const at::Tensor& 
     });
   }
   if (bias.has_value()) y.add_(bias.value());
-  return y;
 }
 
 // Whether every value survives a round trip through float16 (then the records store float16).
@@ -250,6 +254,14 @@ namespace sgl_cpu_cpp {
 at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& scales,
                        const at::Tensor& offsets, int64_t group, const at::Tensor& tiles,
                        const std::optional<at::Tensor>& bias) {
+  at::Tensor y = linear_output(x, packed.size(0));
+  int4_linear_into(x, packed, scales, offsets, group, tiles, bias, y);
+  return y;
+}
+
+void int4_linear_into(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& scales,
+                      const at::Tensor& offsets, int64_t group, const at::Tensor& tiles,
+                      const std::optional<at::Tensor>& bias, at::Tensor& y) {
   RECORD_FUNCTION("sglang_cpu_cpp::int4_linear", std::vector<c10::IValue>());
   const int64_t N = packed.size(0), K = packed.size(1) * 2;
   TORCH_CHECK(x.size(-1) == K && K % 32 == 0 && group % 32 == 0 && K % group == 0, "int4_linear: bad shapes");
@@ -257,20 +269,29 @@ at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& packed, const at::
   const uint8_t* p = packed.data_ptr<uint8_t>();
   const float* s = scales.data_ptr<float>();
   const float* o = offsets.data_ptr<float>();
-  return run<4>(x, N, group, tiles, bias,
-                [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); });
+  run<4>(
+      x, N, group, tiles, bias,
+      [=](int64_t n0, int rows, float* buf) { dequant_int4(p, s, o, K, group, n0, rows, buf); }, y);
 }
 
 at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales,
                        int64_t group, const at::Tensor& tiles, const std::optional<at::Tensor>& bias) {
+  at::Tensor y = linear_output(x, qweight.size(0));
+  int8_linear_into(x, qweight, scales, group, tiles, bias, y);
+  return y;
+}
+
+void int8_linear_into(const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales, int64_t group,
+                      const at::Tensor& tiles, const std::optional<at::Tensor>& bias, at::Tensor& y) {
   RECORD_FUNCTION("sglang_cpu_cpp::int8_linear", std::vector<c10::IValue>());
   const int64_t N = qweight.size(0), K = qweight.size(1);
   TORCH_CHECK(x.size(-1) == K && group % 8 == 0 && K % group == 0, "int8_linear: bad shapes");
   TORCH_CHECK(qweight.is_contiguous() && scales.is_contiguous(), "int8_linear: layout");
   const int8_t* q = qweight.data_ptr<int8_t>();
   const float* s = scales.data_ptr<float>();
-  return run<8>(x, N, group, tiles, bias,
-                [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); });
+  run<8>(
+      x, N, group, tiles, bias, [=](int64_t n0, int rows, float* buf) { dequant_int8(q, s, K, group, n0, rows, buf); },
+      y);
 }
 
 at::Tensor int4_tiles(const at::Tensor& packed, const at::Tensor& scales, const at::Tensor& offsets,

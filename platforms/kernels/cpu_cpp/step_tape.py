@@ -1,0 +1,132 @@
+"""Step tapes: a captured decode step's kernel calls, recorded once and replayed from C++.
+
+The cpu platform captures each decode bucket's step (`platforms/cpu/runtime.py`). `record_tape`
+runs the step once under a dispatch mode that sees every op it calls (the family's kernels go
+through `torch.ops.sglang_cpu_cpp` while it records), and writes each call into a `StepTape`
+(`csrc/step_tape.h`) with the tensors it was made with; a replay makes the same calls in order,
+each kernel writing into the output it returned when recorded. Nothing is dispatched, allocated
+or re-viewed between kernels, which is what a TorchScript replay of the same step still paid for.
+
+What a replay reads is what the recorded tensors hold at that moment: the weights, the bucket's
+static ids, positions and attention metadata (which the step runner rewrites before each replay)
+and the KV buffers, which the family's attention updates in place. Views are not replayed: the
+view the step made when recorded aliases the same storage, which the tape keeps alive.
+
+A step the tape cannot replay raises `Untapeable` with the reason: an op it has no call for (a
+kernel of another family, LoRA, MLA), or a read of a tensor's value into Python (`.item()`),
+which would freeze a per-step value into the tape. The caller then captures the step another way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from sglang.ops.step import StepOutput
+from sglang.platforms.device_runtime import BucketStep
+from sglang.platforms.kernels.cpu_cpp.build import NAME, dispatched_kernel_ops, ensure_built
+
+
+class Untapeable(Exception):
+    """The step makes a call a tape cannot replay; the message names it."""
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    op: torch._ops.OpOverload
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: Any
+
+
+class _Recorder(TorchDispatchMode):
+    """Runs every op as usual and keeps the call, its arguments and its result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[RecordedCall] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        self.calls.append(RecordedCall(func, args, kwargs, result))
+        return result
+
+
+_EMPTY_FACTORIES = frozenset(
+    {"empty.memory_format", "empty_like.default", "new_empty.default", "empty_strided.default"}
+)
+"""Factories whose values no call may read before writing them: nothing to replay."""
+
+
+@dataclass
+class TapedStep:
+    """A recorded bucket step; calling it replays the tape over the KV buffers it was recorded with."""
+
+    tape: Any  # the extension's StepTape
+    logits: torch.Tensor
+    kv_addresses: tuple[int, ...]
+
+    def __call__(self, kv_buffers: list[torch.Tensor]) -> StepOutput:
+        if tuple(b.data_ptr() for b in kv_buffers) != self.kv_addresses:
+            raise RuntimeError("a step tape replays over the KV buffers it was recorded with, not new ones")
+        self.tape.replay()
+        return self.logits, kv_buffers
+
+
+def record_tape(step: BucketStep, kv_buffers: list[torch.Tensor]) -> TapedStep:
+    """Runs `step` once, recording it; raises `Untapeable` where a replay would not be the step.
+    The run is a real step (it writes what the step writes), as a trace's is."""
+    recorder = _Recorder()
+    with dispatched_kernel_ops(), recorder:
+        logits, written = step(kv_buffers)
+    if any(w.data_ptr() != b.data_ptr() for w, b in zip(written, kv_buffers, strict=True)):
+        raise Untapeable("the step wrote new KV buffers instead of updating its own in place")
+    if not any(call.op.namespace == NAME for call in recorder.calls):
+        raise Untapeable(f"the step calls no {NAME} kernels")
+    tape = ensure_built().StepTape()  # loaded already: the step called its kernels
+    for call in recorder.calls:
+        _append(tape, call)
+    return TapedStep(tape, logits, tuple(b.data_ptr() for b in kv_buffers))
+
+
+def _append(tape: Any, call: RecordedCall) -> None:
+    op, args, result = call.op, call.args, call.result
+    name = op._opname if op.namespace == NAME else f"{op._opname}.{op._overloadname}"
+    if op.namespace == NAME:
+        if call.kwargs or not hasattr(tape, name):
+            raise Untapeable(f"no tape call for {op}")
+        outputs = result if isinstance(result, tuple) else (result,)
+        getattr(tape, name)(*args, *outputs)
+        return
+    if op.namespace != "aten":
+        raise Untapeable(f"no tape call for {op}")
+    if name in _EMPTY_FACTORIES or _aliases_an_input(op, args, result):
+        return
+    if name in ("to.dtype", "_to_copy.default"):
+        tape.copy(result, args[0])
+    elif name == "copy_.default":
+        tape.copy(args[0], args[1])
+    elif name == "index_select.default":
+        tape.index_select(args[0], args[1], args[2], result)
+    elif name in ("mul.Tensor", "add.Tensor") and _tensors(args) and not call.kwargs:
+        getattr(tape, op._opname)(args[0], args[1], result)
+    else:
+        raise Untapeable(f"no tape call for {op}")
+
+
+def _tensors(args: tuple[Any, ...]) -> bool:
+    return all(isinstance(a, torch.Tensor) for a in args)
+
+
+def _aliases_an_input(op: torch._ops.OpOverload, args: tuple[Any, ...], result: Any) -> bool:
+    """Whether the call only made views: it writes no argument, and each result tensor shares an
+    input tensor's storage (`to` to the dtype a tensor has returns the tensor itself)."""
+    if any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments):
+        return False
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    storages = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+    return all(isinstance(r, torch.Tensor) and r.untyped_storage().data_ptr() in storages for r in results)

@@ -1,0 +1,110 @@
+"""Step tapes (cpu_cpp): a recorded step replays the same kernel calls over what its recorded tensors
+hold at replay time, and a step a tape cannot replay is refused with the reason.
+
+The real model's captured decode through tapes is tests/runtime/test_cpu_captured_decode.py;
+here small steps pin the recorder's rules: views are not replayed but still see new values, the
+few torch ops a step may make beside the kernels replay too, and an unknown op, a value read into
+Python or a KV buffer replaced instead of updated make the step untapeable.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from sglang.platforms.cpu.runtime import TapedDecodeRuntime
+from sglang.platforms.device_runtime import BucketStep
+from sglang.platforms.kernels.cpu_cpp import elementwise
+from sglang.platforms.kernels.cpu_cpp.build import build_failure
+from sglang.platforms.kernels.cpu_cpp.step_tape import TapedStep, Untapeable, record_tape
+
+pytestmark = pytest.mark.skipif(build_failure() is not None, reason="the cpu_cpp kernels did not build")
+
+ROWS, WIDTH = 3, 64
+
+
+class StaticInputs:
+    """What a bucket's step reads besides its KV buffers: rewritten in place between replays."""
+
+    def __init__(self) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.hidden = torch.randn(ROWS, WIDTH, generator=generator)
+        self.weight = torch.rand(WIDTH, generator=generator) + 0.5
+        self.ids = torch.tensor([0, 2, 1])
+        self.table = torch.randint(-100, 100, (4, WIDTH // 2), dtype=torch.int8, generator=generator)
+
+    def refill(self, seed: int) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        self.hidden.copy_(torch.randn(ROWS, WIDTH, generator=generator))
+        self.ids.copy_(torch.randint(0, 4, (ROWS,), generator=generator))
+
+
+def kernel_step(inputs: StaticInputs) -> BucketStep:
+    """Kernels, views of their outputs and the torch ops of an int8 embedding's dequantization."""
+
+    def step(kv_buffers: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        normed = elementwise.rms_norm(inputs.hidden.view(ROWS, 1, WIDTH), inputs.weight, 1e-6).flatten(0, 1)
+        gated = elementwise.silu_and_mul(normed)
+        rows = inputs.table.index_select(0, inputs.ids).to(torch.float32)
+        mixed, residual = elementwise.fused_add_rms_norm(gated.mul(rows), gated, inputs.weight[: WIDTH // 2], 1e-6)
+        kv_buffers[0].copy_(residual[:, :4].unsqueeze(0))
+        return mixed.add(residual), kv_buffers
+
+    return step
+
+
+def test_a_replay_reads_what_its_inputs_hold_now() -> None:
+    inputs, kv = StaticInputs(), [torch.zeros(1, ROWS, 4)]
+    step = kernel_step(inputs)
+    taped = record_tape(step, kv)
+    assert isinstance(taped, TapedStep) and len(taped.tape) == 8  # views and the unsqueeze are not calls
+    for seed in (1, 2, 3):
+        inputs.refill(seed)
+        logits, written = taped(kv)
+        replayed, stored = logits.clone(), written[0].clone()
+        expected, eager_kv = step([torch.zeros(1, ROWS, 4)])
+        assert torch.equal(replayed, expected)
+        assert torch.equal(stored, eager_kv[0])
+        assert written[0] is kv[0]
+
+
+def test_a_replay_over_other_kv_buffers_is_refused() -> None:
+    inputs, kv = StaticInputs(), [torch.zeros(1, ROWS, 4)]
+    taped = record_tape(kernel_step(inputs), kv)
+    with pytest.raises(RuntimeError, match="KV buffers it was recorded with"):
+        taped([torch.zeros(1, ROWS, 4)])
+
+
+@pytest.mark.parametrize(
+    ("make_step", "reason"),
+    [
+        # a dense matmul is another family's op: the tape has no call for it
+        (lambda x: lambda kv: (elementwise.silu_and_mul(x @ x.T), kv), "aten.mm"),
+        # a value read into Python would be frozen into every replay
+        (lambda x: lambda kv: (elementwise.silu_and_mul(x[: 1 + (x[0, 0].item() > 0)]), kv), "_local_scalar_dense"),
+        # an out-of-place KV update: a replay would not write the pool the scheduler reads
+        (lambda x: lambda kv: (elementwise.silu_and_mul(x), [kv[0] + 1]), "in place"),
+        (lambda x: lambda kv: (x.sum(-1), kv), "calls no sglang_cpu_cpp kernels"),
+    ],
+    ids=["other-op", "value-read", "new-kv-buffer", "no-kernels"],
+)
+def test_untapeable_steps_say_why(make_step, reason: str) -> None:
+    x = torch.randn(4, 4)
+    with pytest.raises(Untapeable, match=reason):
+        record_tape(make_step(x), [torch.zeros(2)])
+
+
+def test_the_runtime_traces_a_step_a_tape_cannot_replay(caplog) -> None:
+    x = torch.randn(4, 4)
+
+    def step(kv: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        return elementwise.silu_and_mul(x @ x.T), kv
+
+    with caplog.at_level(logging.INFO, logger="sglang.platforms.cpu.runtime"):
+        captured = TapedDecodeRuntime().capture_step(step, [torch.zeros(2)])
+    assert not isinstance(captured, TapedStep)
+    assert "decode steps are traced, not taped: no tape call for aten.mm" in caplog.text
+    x.copy_(torch.randn(4, 4))
+    assert torch.equal(captured([torch.zeros(2)])[0], step([])[0])
