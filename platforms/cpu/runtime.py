@@ -9,7 +9,7 @@ positions and attention metadata buffers and updates the KV buffers in place.
   kernel calls from C++ into the same output buffers, with no Python, dispatch, allocation or
   view between them (that glue was a large share of a small model's batch-1 step:
   benchmarks/README.md, "Measured costs"). A step the tape cannot replay (another kernel family's
-  ops, LoRA, MLA) is traced instead, with the reason logged once.
+  ops, MLA) is traced instead, with the reason logged once.
 - `TracedDecodeRuntime`: `torch.jit.trace` records the step's op sequence once, with the same
   tensors held by reference, and each replay runs that sequence in TorchScript's interpreter. The
   interpreter runs with its graph optimizations off: they may fold an op whose inputs are all

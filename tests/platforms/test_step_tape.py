@@ -13,6 +13,7 @@ import logging
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from sglang.platforms.cpu.runtime import TapedDecodeRuntime
 from sglang.platforms.device_runtime import BucketStep
@@ -34,6 +35,8 @@ class StaticInputs:
         self.weight = torch.rand(WIDTH, generator=generator) + 0.5
         self.ids = torch.tensor([0, 2, 1])
         self.table = torch.randint(-100, 100, (4, WIDTH // 2), dtype=torch.int8, generator=generator)
+        self.dense = torch.randn(WIDTH // 2, WIDTH // 2, generator=generator)
+        self.bias = torch.randn(WIDTH // 2, generator=generator)
 
     def refill(self, seed: int) -> None:
         generator = torch.Generator().manual_seed(seed)
@@ -42,7 +45,8 @@ class StaticInputs:
 
 
 def kernel_step(inputs: StaticInputs) -> BucketStep:
-    """Kernels, views of their outputs and the torch ops of an int8 embedding's dequantization."""
+    """Kernels, views of their outputs, the torch ops of an int8 embedding's dequantization and a
+    dense layer's embedding and linear."""
 
     def step(kv_buffers: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         normed = elementwise.rms_norm(inputs.hidden.view(ROWS, 1, WIDTH), inputs.weight, 1e-6).flatten(0, 1)
@@ -50,7 +54,8 @@ def kernel_step(inputs: StaticInputs) -> BucketStep:
         rows = inputs.table.index_select(0, inputs.ids).to(torch.float32)
         mixed, residual = elementwise.fused_add_rms_norm(gated.mul(rows), gated, inputs.weight[: WIDTH // 2], 1e-6)
         kv_buffers[0].copy_(residual[:, :4].unsqueeze(0))
-        return mixed.add(residual), kv_buffers
+        dense = F.linear(mixed, inputs.dense, inputs.bias) + F.embedding(inputs.ids, inputs.dense)
+        return dense.add(residual), kv_buffers
 
     return step
 
@@ -59,7 +64,7 @@ def test_a_replay_reads_what_its_inputs_hold_now() -> None:
     inputs, kv = StaticInputs(), [torch.zeros(1, ROWS, 4)]
     step = kernel_step(inputs)
     taped = record_tape(step, kv)
-    assert isinstance(taped, TapedStep) and len(taped.tape) == 8  # views and the unsqueeze are not calls
+    assert isinstance(taped, TapedStep) and len(taped.tape) == 11  # views and the unsqueeze are not calls
     for seed in (1, 2, 3):
         inputs.refill(seed)
         logits, written = taped(kv)
@@ -80,8 +85,8 @@ def test_a_replay_over_other_kv_buffers_is_refused() -> None:
 @pytest.mark.parametrize(
     ("make_step", "reason"),
     [
-        # a dense matmul is another family's op: the tape has no call for it
-        (lambda x: lambda kv: (elementwise.silu_and_mul(x @ x.T), kv), "aten.mm"),
+        # an op the tape has no call for
+        (lambda x: lambda kv: (elementwise.silu_and_mul(x.cumsum(0)), kv), "aten.cumsum"),
         # a value read into Python would be frozen into every replay
         (lambda x: lambda kv: (elementwise.silu_and_mul(x[: 1 + (x[0, 0].item() > 0)]), kv), "_local_scalar_dense"),
         # an out-of-place KV update: a replay would not write the pool the scheduler reads
@@ -100,11 +105,11 @@ def test_the_runtime_traces_a_step_a_tape_cannot_replay(caplog) -> None:
     x = torch.randn(4, 4)
 
     def step(kv: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        return elementwise.silu_and_mul(x @ x.T), kv
+        return elementwise.silu_and_mul(x.cumsum(0)), kv
 
     with caplog.at_level(logging.INFO, logger="sglang.platforms.cpu.runtime"):
         captured = TapedDecodeRuntime().capture_step(step, [torch.zeros(2)])
     assert not isinstance(captured, TapedStep)
-    assert "decode steps are traced, not taped: no tape call for aten.mm" in caplog.text
+    assert "decode steps are traced, not taped: no tape call for aten.cumsum" in caplog.text
     x.copy_(torch.randn(4, 4))
     assert torch.equal(captured([torch.zeros(2)])[0], step([])[0])

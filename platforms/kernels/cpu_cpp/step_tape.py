@@ -12,9 +12,12 @@ static ids, positions and attention metadata (which the step runner rewrites bef
 and the KV buffers, which the family's attention updates in place. Views are not replayed: the
 view the step made when recorded aliases the same storage, which the tape keeps alive.
 
-A step the tape cannot replay raises `Untapeable` with the reason: an op it has no call for (a
-kernel of another family, LoRA, MLA), or a read of a tensor's value into Python (`.item()`),
-which would freeze a per-step value into the tape. The caller then captures the step another way.
+The tape has a call for each of the family's decode kernels (LoRA's included, not MLA's) and for
+the few torch ops a step makes beside them: a dense layer's `linear`, `mm`, `addmm` and
+`embedding`, and `index_select`, `to`, `mul`, `add` and `copy_`. A step the tape cannot replay
+raises `Untapeable` with the reason: an op it has no call for (a kernel of another family, an
+activation torch computes), or a read of a tensor's value into Python (`.item()`), which would
+freeze a per-step value into the tape. The caller then captures the step another way.
 """
 
 from __future__ import annotations
@@ -112,8 +115,13 @@ def _append(tape: Any, call: RecordedCall) -> None:
         tape.copy(args[0], args[1])
     elif name == "index_select.default":
         tape.index_select(args[0], args[1], args[2], result)
-    elif name in ("mul.Tensor", "add.Tensor") and _tensors(args) and not call.kwargs:
-        getattr(tape, op._opname)(args[0], args[1], result)
+    elif name in ("mul.Tensor", "add.Tensor", "mm.default", "addmm.default") and _tensors(args) and not call.kwargs:
+        getattr(tape, op._opname)(*args, result)
+    elif name == "linear.default" and not call.kwargs:
+        tape.linear(args[0], args[1], args[2] if len(args) > 2 else None, result)
+    elif name == "embedding.default" and len(args) == 2 and args[1].is_contiguous():
+        # the rows of args[0] named by args[1]: as index_select over views of the same storages
+        tape.index_select(args[0], 0, args[1].view(-1), result.view(-1, args[0].shape[-1]))
     else:
         raise Untapeable(f"no tape call for {op}")
 

@@ -29,10 +29,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("fused_add_rms_norm", &StepTape::fused_add_rms_norm)
       .def("apply_rotary", &StepTape::apply_rotary)
       .def("silu_and_mul", &StepTape::silu_and_mul)
+      .def("lora_shrink", &StepTape::lora_shrink)
+      .def("lora_expand", &StepTape::lora_expand)
       .def("copy", &StepTape::copy)
       .def("index_select", &StepTape::index_select)
       .def("mul", &StepTape::mul)
       .def("add", &StepTape::add)
+      .def("mm", &StepTape::mm)
+      .def("addmm", &StepTape::addmm)
+      .def("linear", &StepTape::linear)
       // The kernels hold no Python objects: other Python threads run while a step replays.
       .def("replay", &StepTape::replay, pybind11::call_guard<pybind11::gil_scoped_release>())
       .def("__len__", &StepTape::size);

@@ -18,7 +18,6 @@
 #include "ops.h"
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
 #include <vector>
@@ -73,15 +72,23 @@ SlotRuns slot_runs(const int64_t* slots, int64_t T, int64_t S, Keep keep) {
 namespace sgl_cpu_cpp {
 
 at::Tensor lora_shrink(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& token_slots) {
+  at::Tensor out = at::empty({input.size(0), weights.size(1)}, input.options());
+  lora_shrink_into(input, weights, token_slots, out);
+  return out;
+}
+
+void lora_shrink_into(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& token_slots,
+                      at::Tensor& out) {
   RECORD_FUNCTION("sglang_cpu_cpp::lora_shrink", std::vector<c10::IValue>());
   const at::Tensor x = float_contiguous(input, "lora_shrink"), a = float_contiguous(weights, "lora_shrink");
   TORCH_CHECK(x.dim() == 2 && a.dim() == 3 && a.size(2) == x.size(1), "lora_shrink: x [T, H], a [S, W, H]");
   const at::Tensor slots = token_slots.to(at::kLong).contiguous();
   const int64_t T = x.size(0), H = x.size(1), S = a.size(0), W = a.size(1);
-  at::Tensor out = at::zeros({T, W}, x.options());
+  TORCH_CHECK(out.is_contiguous() && out.numel() == T * W && out.scalar_type() == at::kFloat, "lora_shrink: output");
+  out.zero_();  // rows of the base model (slot 0) stay zero
   const SlotRuns runs = slot_runs(slots.data_ptr<int64_t>(), T, S, [](int64_t s) { return s != 0; });
   const int64_t items = static_cast<int64_t>(runs.slot.size()) * W;  // (run, row of A)
-  if (items == 0) return out;
+  if (items == 0) return;
   const float *xp = x.data_ptr<float>(), *ap = a.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int64_t work = std::max<int64_t>(1, H * static_cast<int64_t>(runs.rows.size()) / static_cast<int64_t>(runs.slot.size()));
@@ -95,11 +102,18 @@ at::Tensor lora_shrink(const at::Tensor& input, const at::Tensor& weights, const
       }
     }
   });
-  return out;
 }
 
 at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const at::Tensor& weights,
                        const at::Tensor& token_slots, const at::Tensor& scaling, at::IntArrayRef out_widths) {
+  at::Tensor out = at::empty(base.sizes(), base.options());
+  lora_expand_into(base, shrunk, weights, token_slots, scaling, out_widths, out);
+  return out;
+}
+
+void lora_expand_into(const at::Tensor& base, const at::Tensor& shrunk, const at::Tensor& weights,
+                      const at::Tensor& token_slots, const at::Tensor& scaling, at::IntArrayRef out_widths,
+                      at::Tensor& out) {
   RECORD_FUNCTION("sglang_cpu_cpp::lora_expand", std::vector<c10::IValue>());
   const at::Tensor y = float_contiguous(base, "lora_expand"), h = float_contiguous(shrunk, "lora_expand");
   const at::Tensor b = float_contiguous(weights, "lora_expand"), scale = float_contiguous(scaling, "lora_expand");
@@ -109,7 +123,8 @@ at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const a
               "lora_expand: y [T, O], h [T, N * R], b [S, O, R], scaling [S]");
   const at::Tensor slots = token_slots.to(at::kLong).contiguous();
   const float* cp = scale.data_ptr<float>();
-  at::Tensor out = y.clone();
+  TORCH_CHECK(out.is_contiguous() && out.sizes() == y.sizes() && out.scalar_type() == at::kFloat, "lora_expand: output");
+  out.copy_(y);
   const SlotRuns runs =
       slot_runs(slots.data_ptr<int64_t>(), T, S, [cp](int64_t s) { return s != 0 && cp[s] != 0.f; });
   // Tiles of output columns, each inside one fused part: (first column, width, part).
@@ -120,7 +135,7 @@ at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const a
   TORCH_CHECK(N == 0 || tile_start.empty() || tile_start.back() + tile_width.back() == O, "lora_expand: out_widths must sum to O");
   const int64_t tiles = static_cast<int64_t>(tile_start.size());
   const int64_t items = static_cast<int64_t>(runs.slot.size()) * tiles;  // (run, tile)
-  if (items == 0) return out;
+  if (items == 0) return;
   const float *hp = h.data_ptr<float>(), *bp = b.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int64_t work = std::max<int64_t>(1, TILE * R * static_cast<int64_t>(runs.rows.size()) / static_cast<int64_t>(runs.slot.size()));
@@ -149,7 +164,6 @@ at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const a
       }
     }
   });
-  return out;
 }
 
 }  // namespace sgl_cpu_cpp

@@ -66,6 +66,11 @@ void fused_add_rms_norm_into(const at::Tensor& input, const at::Tensor& res, con
 void apply_rotary_into(const at::Tensor& positions, const at::Tensor& q, const at::Tensor& k,
                        const at::Tensor& cos_sin, bool is_neox, at::Tensor& q_out, at::Tensor& k_out);
 void silu_and_mul_into(const at::Tensor& input, at::Tensor& out);
+void lora_shrink_into(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& token_slots,
+                      at::Tensor& out);
+void lora_expand_into(const at::Tensor& base, const at::Tensor& shrunk, const at::Tensor& weights,
+                      const at::Tensor& token_slots, const at::Tensor& scaling, at::IntArrayRef out_widths,
+                      at::Tensor& out);
 
 // lora.cpp
 at::Tensor lora_shrink(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& token_slots);

@@ -2,7 +2,10 @@
 // is a reference to the recorded tensor's storage, which the tape thereby keeps alive.
 #include "step_tape.h"
 #include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/index_select.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/mul.h>
 
 namespace sgl_cpu_cpp {
@@ -49,6 +52,16 @@ void StepTape::silu_and_mul(at::Tensor x, at::Tensor out) {
   calls_.emplace_back([=]() mutable { silu_and_mul_into(x, out); });
 }
 
+void StepTape::lora_shrink(at::Tensor x, at::Tensor weights, at::Tensor token_slots, at::Tensor out) {
+  calls_.emplace_back([=]() mutable { lora_shrink_into(x, weights, token_slots, out); });
+}
+
+void StepTape::lora_expand(at::Tensor base, at::Tensor shrunk, at::Tensor weights, at::Tensor token_slots,
+                           at::Tensor scaling, std::vector<int64_t> out_widths, at::Tensor out) {
+  calls_.emplace_back(
+      [=]() mutable { lora_expand_into(base, shrunk, weights, token_slots, scaling, out_widths, out); });
+}
+
 void StepTape::copy(at::Tensor dst, at::Tensor src) {
   calls_.emplace_back([=]() mutable { dst.copy_(src); });
 }
@@ -63,6 +76,18 @@ void StepTape::mul(at::Tensor a, at::Tensor b, at::Tensor out) {
 
 void StepTape::add(at::Tensor a, at::Tensor b, at::Tensor out) {
   calls_.emplace_back([=]() mutable { at::add_out(out, a, b); });
+}
+
+void StepTape::mm(at::Tensor a, at::Tensor b, at::Tensor out) {
+  calls_.emplace_back([=]() mutable { at::mm_out(out, a, b); });
+}
+
+void StepTape::addmm(at::Tensor bias, at::Tensor a, at::Tensor b, at::Tensor out) {
+  calls_.emplace_back([=]() mutable { at::addmm_out(out, bias, a, b); });
+}
+
+void StepTape::linear(at::Tensor x, at::Tensor weight, Bias bias, at::Tensor out) {
+  calls_.emplace_back([=]() mutable { at::linear_out(out, x, weight, bias); });
 }
 
 void StepTape::replay() const {

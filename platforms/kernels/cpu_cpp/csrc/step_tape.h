@@ -37,12 +37,19 @@ class StepTape {
   void apply_rotary(at::Tensor positions, at::Tensor q, at::Tensor k, at::Tensor cos_sin, bool is_neox,
                     at::Tensor q_out, at::Tensor k_out);
   void silu_and_mul(at::Tensor x, at::Tensor out);
+  void lora_shrink(at::Tensor x, at::Tensor weights, at::Tensor token_slots, at::Tensor out);
+  void lora_expand(at::Tensor base, at::Tensor shrunk, at::Tensor weights, at::Tensor token_slots, at::Tensor scaling,
+                   std::vector<int64_t> out_widths, at::Tensor out);
 
-  // The few torch ops of a step outside the family (an int8 embedding row's dequantization).
+  // The few torch ops of a step outside the family: an int8 embedding row's dequantization, and
+  // a dense layer's embedding and matmuls.
   void copy(at::Tensor dst, at::Tensor src);
   void index_select(at::Tensor src, int64_t dim, at::Tensor index, at::Tensor out);
   void mul(at::Tensor a, at::Tensor b, at::Tensor out);
   void add(at::Tensor a, at::Tensor b, at::Tensor out);
+  void mm(at::Tensor a, at::Tensor b, at::Tensor out);
+  void addmm(at::Tensor bias, at::Tensor a, at::Tensor b, at::Tensor out);
+  void linear(at::Tensor x, at::Tensor weight, Bias bias, at::Tensor out);
 
   void replay() const;
   int64_t size() const { return static_cast<int64_t>(calls_.size()); }
