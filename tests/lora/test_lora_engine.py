@@ -15,17 +15,7 @@ PROMPT = [1500 + j for j in range(12)]
 
 def test_adapters_loaded_and_unloaded_at_run_time(lora_models) -> None:
     model = lora_models("llama")
-    with Engine(
-        model_path=str(model.path),
-        device="cpu",
-        dtype="float32",
-        cpu_threads=1,
-        max_total_tokens=1024,
-        lora_paths=(f"a={model.adapters['a']}",),
-        max_loras_per_batch=2,
-        max_lora_rank=16,
-        lora_target_modules=("all",),
-    ) as engine:
+    with Engine(**model.engine_args(("a",), max_total_tokens=1024)) as engine:
         with pytest.raises(InvalidRequestError, match="'c' is not loaded"):
             engine.generate(input_ids=PROMPT, sampling_params=GREEDY, lora_path="c")
         loaded = engine.load_lora_adapter("c", str(model.adapters["c"]))

@@ -20,19 +20,7 @@ GREEDY = {"temperature": 0.0, "max_new_tokens": 6, "ignore_eos": True}
 
 
 def greedy_tokens(model, tp_size: int) -> list[list[int]]:
-    startup = {name: model.adapters[name] for name in ("a", "b")}
-    with Engine(
-        model_path=str(model.path),
-        device="cpu",
-        dtype="float32",
-        cpu_threads=1,
-        max_total_tokens=2048,
-        tp_size=tp_size,
-        lora_paths=tuple(f"{name}={path}" for name, path in startup.items()),
-        max_loras_per_batch=2,
-        max_lora_rank=16,
-        lora_target_modules=("all",),
-    ) as engine:
+    with Engine(**model.engine_args(("a", "b"), max_total_tokens=2048, tp_size=tp_size)) as engine:
         loaded = engine.load_lora_adapter("c", str(model.adapters["c"]))
         assert loaded["success"], loaded
         outs = engine.generate(input_ids=PROMPTS, sampling_params=GREEDY, lora_path=list(BATCH))
