@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 def pad_decode(inputs: AttentionInputs, bucket: int) -> AttentionInputs:
     """`inputs` (decode rows) with `bucket - n` padded rows of one token in the scratch slot."""
     pad = bucket - len(inputs.seq_lens)
+    if pad == 0:
+        return inputs
     scratch = torch.full((pad,), PADDING_SLOT, dtype=inputs.kv_slots.dtype, device=inputs.kv_slots.device)
     return AttentionInputs(
         seq_lens=(*inputs.seq_lens, *(1,) * pad),
@@ -50,6 +52,14 @@ def pad_decode(inputs: AttentionInputs, bucket: int) -> AttentionInputs:
         kv_slots=torch.cat([inputs.kv_slots, scratch]),
         window_slots=None if inputs.window_slots is None else torch.cat([inputs.window_slots, scratch]),
     )
+
+
+def fill_padded(buffer: torch.Tensor, values: torch.Tensor, bucket: int) -> None:
+    """`buffer[:bucket]` = `values` (on any device), then zeros for the padded rows."""
+    rows = values.shape[0]
+    buffer[:rows].copy_(values)
+    if rows < bucket:
+        buffer[rows:bucket].zero_()
 
 
 def unroll_verify(step: StepInputs) -> AttentionInputs | None:
@@ -118,17 +128,12 @@ class CapturedStepRunner:
             self.window_backend = copy.copy(self.eager.backend)
             # Accepted: the backend itself accepted the same limits.
             self.window_backend.init_capture(self.limits)
-        rows = len(inputs.seq_lens)
-        device = self.eager.device
-        self.input_ids[:rows].copy_(step.input_ids.to(device))
-        self.input_ids[rows:bucket].zero_()
-        self.positions[:rows].copy_(step.positions.to(device))
-        self.positions[rows:bucket].zero_()
         adapter_slots = step.adapter_slots
         with_lora = adapter_slots is not None
+        fill_padded(self.input_ids, step.input_ids, bucket)
+        fill_padded(self.positions, step.positions, bucket)
         if with_lora:
-            self.lora_slots[:rows].copy_(adapter_slots.to(device))
-            self.lora_slots[rows:bucket].zero_()
+            fill_padded(self.lora_slots, adapter_slots, bucket)
         replay = self._replays.get((bucket, with_lora))
         if replay is None:
             replay = self._capture(bucket, padded, kv_buffers, with_lora)

@@ -19,12 +19,18 @@ Invariants:
 
 Slots are CPU int64 tensors. Out of memory is not an error: allocation returns None and the
 caller evicts from the cache or retracts a request.
+
+The allocator's own state (which slots are handed out, how many per page) lives in numpy arrays:
+a decode step allocates one slot per row, and each of the few operations on that state costs a
+microsecond or two in numpy against several in torch, whose per-op overhead added a tenth of a
+millisecond to every batch-1 decode step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from sglang.ops.step import PADDING_SLOT
@@ -44,8 +50,8 @@ class PagedTokenAllocator:
 
     def clear(self) -> None:
         """Frees everything (cache flush with no request running)."""
-        self._allocated = torch.zeros(self.num_slots, dtype=torch.bool)
-        self._page_use = torch.zeros(self.num_pages, dtype=torch.int64)
+        self._allocated = np.zeros(self.num_slots, dtype=np.bool_)
+        self._page_use = np.zeros(self.num_pages, dtype=np.int64)
         # A stack: popping from the end hands out low pages first and reuses recently freed ones.
         self._free_pages: list[int] = list(range(self.num_pages - 1, 0, -1))
 
@@ -64,7 +70,7 @@ class PagedTokenAllocator:
 
     def allocated_slots(self) -> torch.Tensor:
         """Every slot currently handed out, ascending (for audits and tests)."""
-        return self._allocated.nonzero().flatten()
+        return torch.from_numpy(self._allocated.nonzero()[0].astype(np.int64))
 
     def pages_needed(self, last_slots: Sequence[int | None], num_tokens: Sequence[int]) -> int:
         """Fresh pages `alloc_extend_batch(last_slots, num_tokens)` would take."""
@@ -79,10 +85,8 @@ class PagedTokenAllocator:
         """Slots for a batch (decode is `num_tokens == [1] * B`), packed sequence after sequence,
         all or nothing: None when the batch does not fit, with nothing allocated.
 
-        The plan is made per sequence in Python and the pool's state is touched by a few tensor
-        ops: a decode step allocates one slot per row, where torch's per-op overhead (dozens of
-        small ops: benchmarks/README.md, "Measured costs") would be a tenth of a small model's
-        step on cpu."""
+        The plan is made per sequence in Python and the pool's state is touched by a few numpy
+        operations (see the module's docstring)."""
         in_page, fresh = self._plan(last_slots, num_tokens)
         known = [s for s in last_slots if s is not None]
         if any(s <= PADDING_SLOT or s >= self.num_slots for s in known):
@@ -110,24 +114,24 @@ class PagedTokenAllocator:
                     first = page * self.page_size
                     slots.extend(range(first, first + min(self.page_size, n - k - i * self.page_size)))
             taken += f
-        allocated = torch.tensor(slots, dtype=torch.int64)
+        allocated = np.array(slots, dtype=np.int64)
         self._allocated[allocated] = True
-        self._page_use.index_add_(0, allocated // self.page_size, torch.ones_like(allocated))
-        return allocated
+        np.add.at(self._page_use, allocated // self.page_size, 1)
+        return torch.from_numpy(allocated)
 
     def free(self, slots: torch.Tensor | Sequence[int]) -> None:
         """Releases `slots`; each page whose slots are now all free returns to the free list."""
-        slots = torch.as_tensor(slots, dtype=torch.int64).flatten()
-        if not slots.numel():
+        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
+        if not slots.size:
             return
-        if int(slots.min()) <= PADDING_SLOT or int(slots.max()) >= self.num_slots:
+        if slots.min() <= PADDING_SLOT or slots.max() >= self.num_slots:
             raise ValueError("freeing the padding slot or a slot out of range")
-        if slots.unique().numel() != slots.numel() or not self._allocated[slots].all():
+        if np.unique(slots).size != slots.size or not self._allocated[slots].all():
             raise ValueError("double free: a slot is not allocated or appears twice")
         self._allocated[slots] = False
         pages = slots // self.page_size
-        self._page_use.index_add_(0, pages, -torch.ones_like(pages))
-        touched = pages.unique()
+        np.subtract.at(self._page_use, pages, 1)
+        touched = np.unique(pages)
         self._free_pages.extend(touched[self._page_use[touched] == 0].tolist())
 
     def _plan(self, last_slots: Sequence[int | None], num_tokens: Sequence[int]) -> tuple[list[int], list[int]]:

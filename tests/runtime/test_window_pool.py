@@ -184,7 +184,8 @@ def _assert_window_invariants(scheduler: Scheduler) -> None:
     pool = scheduler.window_pool
     mapped = pool.full_to_window[pool.full_to_window >= 0]
     assert mapped.sort().values.tolist() == pool.allocated_slots().tolist()  # one full slot each
-    assert scheduler.allocator._allocated[pool.full_to_window >= 0].all()
+    held = set(scheduler.allocator.allocated_slots().tolist())
+    assert set((pool.full_to_window >= 0).nonzero().flatten().tolist()) <= held  # mapped slots are allocated
     for req in scheduler.running:  # every token a next query may see holds its window slot
         assert (pool.full_to_window[req.slots[-(WINDOW - 1) :]] >= 0).all()
         out_of_window = req.slots[req.num_cached : max(req.kv_len - WINDOW + 1, req.num_cached)]
