@@ -23,7 +23,7 @@ from sglang.ops.mla import MLABackend, ReferenceMLA
 from sglang.ops.moe import moe_experts, moe_route, moe_route_group_limited, moe_route_grouped
 from sglang.ops.norm import fused_add_rms_norm, rms_norm
 from sglang.ops.rotary import RopeScaling, RotaryTable, apply_rotary
-from sglang.ops.sampling import SamplingTensors, apply_penalties, apply_token_bitmask, log_softmax, sample
+from sglang.ops.sampling import SamplingTensors, apply_penalties, apply_token_bitmask, argmax, log_softmax, sample
 
 attention_backend: type[AttentionBackend] = ReferenceAttention
 mla_backend: type[MLABackend] = ReferenceMLA
@@ -46,6 +46,7 @@ __all__ = [
     "apply_penalties",
     "apply_rotary",
     "apply_token_bitmask",
+    "argmax",
     "attention_backend",
     "embedding",
     "fused_add_rms_norm",

@@ -38,6 +38,7 @@ REFERENCE_OPS: dict[str, str] = {
     "apply_penalties": "sglang.ops.sampling:apply_penalties",
     "apply_token_bitmask": "sglang.ops.sampling:apply_token_bitmask",
     "sample": "sglang.ops.sampling:sample",
+    "argmax": "sglang.ops.sampling:argmax",
     "log_softmax": "sglang.ops.sampling:log_softmax",
     "attention_backend": "sglang.ops.attention:ReferenceAttention",
     "mla_backend": "sglang.ops.mla:ReferenceMLA",

@@ -96,6 +96,15 @@ def sample(logits: torch.Tensor, params: SamplingTensors) -> torch.Tensor:
     return torch.where(params.temperatures == 0, greedy, drawn)
 
 
+def argmax(logits: torch.Tensor) -> torch.Tensor:
+    """Greedy sampling: the index of each row's largest value, `[B]` int64 for `[B, V]` logits.
+
+    Exactly torch.argmax's semantics, which every implementation must match: on ties the lowest
+    index wins, and a NaN counts as larger than any number (a row with a NaN gives its first
+    NaN's index)."""
+    return logits.argmax(dim=-1)
+
+
 def log_softmax(logits: torch.Tensor) -> torch.Tensor:
     """Float32 log-probabilities over the last dimension."""
     return logits.float().log_softmax(dim=-1)

@@ -4,6 +4,7 @@ A case's `make` draws fresh inputs on the oracle device from a seeded generator;
 an implementation (a function, or a class for `attention_backend`); `check` compares a device's
 outputs with the reference's. Inputs are drawn so that the comparison is well defined: routing
 logits have no ties, and sampled rows are compared only where the result is deterministic.
+argmax's ties and NaNs are drawn on purpose: which index wins them is part of its contract.
 """
 
 from __future__ import annotations
@@ -136,6 +137,40 @@ def _check_sample(actual, expected, args, dtype) -> None:
     probs = (logits.float() / params.temperatures.clamp(min=1e-6)[:, None]).softmax(-1)
     allowed = filter_probs(probs, params.top_ks, params.top_ps, params.min_ps) > 0
     assert allowed[torch.arange(len(actual)), actual].all(), f"a drawn token was filtered out: {actual}"
+
+
+def _check_argmax(actual, expected, args, dtype) -> None:
+    """Indices exactly: a greedy token that differs is another output, however close the values."""
+    actual = actual.cpu()
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, f"{actual.dtype} {actual.shape}"
+    differ = (actual != expected).nonzero().flatten()
+    assert not differ.numel(), f"rows {differ.tolist()}: {actual[differ].tolist()} vs {expected[differ].tolist()}"
+
+
+def _argmax_ties(gen: torch.Generator, dtype: torch.dtype) -> tuple:
+    """Small integers: each row's maximum occurs dozens of times (the lowest index must win); the
+    last row is one value throughout (index 0)."""
+    logits = torch.randint(-8, 8, (4, 1000), generator=gen).to(dtype)
+    logits[3] = 1.5
+    return (logits,)
+
+
+def _argmax_nan(gen: torch.Generator, dtype: torch.dtype) -> tuple:
+    """A NaN counts as the largest value, so each row's first NaN wins: two NaNs in a row, a NaN
+    after a +inf, a NaN among the last values (past a vector kernel's full blocks), one at index 0."""
+    logits = randn(gen, 4, 1000, dtype=dtype)
+    logits[0, [317, 45]] = float("nan")
+    logits[1, 12], logits[1, 600] = float("inf"), float("nan")
+    logits[2, 997] = float("nan")
+    logits[3, [0, 500]] = float("nan")
+    return (logits,)
+
+
+def _argmax_masked(gen: torch.Generator, dtype: torch.dtype) -> tuple:
+    """Rows a grammar masked: all -inf (index 0), and all -inf but one allowed token."""
+    logits = torch.full((2, 1000), float("-inf"), dtype=dtype)
+    logits[1, int(torch.randint(0, 1000, (1,), generator=gen))] = -3.0
+    return (logits,)
 
 
 def _penalties(batch: int, vocab: int) -> Make:
@@ -344,6 +379,13 @@ CASES: list[OpCase] = [
         ),
     ),
     OpCase("sample", "mixed_rows", _sample_args, check=_check_sample),
+    *(
+        OpCase("argmax", f"{b}x{v}", lambda g, d, b=b, v=v: (randn(g, b, v, dtype=d, scale=4.0),), check=_check_argmax)
+        for b, v in ((1, 49152), (5, 1000), (3, 37))
+    ),
+    OpCase("argmax", "ties", _argmax_ties, check=_check_argmax),
+    OpCase("argmax", "nan", _argmax_nan, check=_check_argmax),
+    OpCase("argmax", "masked", _argmax_masked, check=_check_argmax),
     *(
         OpCase("log_softmax", f"{b}x{v}", lambda g, d, b=b, v=v: (randn(g, b, v, dtype=d, scale=4.0),))
         for b, v in ((4, 50), (2, 1000))

@@ -110,7 +110,7 @@ def sample(reqs: Sequence[Req], logits: torch.Tensor) -> SampleResult:
     if all(is_greedy(r) for r in reqs):
         # What `ops.sample` does for an all-greedy batch, without building its parameter tensors
         # (a few of the small ops that add up in a batch-1 decode step).
-        token_ids = logits.argmax(dim=-1).tolist()
+        token_ids = ops.argmax(logits).tolist()
     else:
         token_ids = ops.sample(logits, sampling_tensors(reqs, vocab, logits.device)).tolist()
     return SampleResult(token_ids=token_ids, logprobs=logprobs)

@@ -55,7 +55,7 @@ def verify(
     logits = process_logits([req] * rows, logits.clone(), grammar_bitmasks)
     logprobs = ops.log_softmax(logits) if wants_logprobs([req]) else None
     if is_greedy(req):
-        targets = logits.argmax(dim=-1).tolist()
+        targets = ops.argmax(logits).tolist()
         accepted = next((i for i, (d, t) in enumerate(zip(draft, targets)) if d != t), len(draft))
         tokens = [*draft[:accepted], targets[accepted]]
     else:

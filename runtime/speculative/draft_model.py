@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from sglang import ops
 from sglang.ops.attention import AttentionInputs
 from sglang.ops.selection import OpTable
 from sglang.ops.step import StepInputs
@@ -123,7 +124,7 @@ class DraftModelDrafter:
             attention=attention,
             logit_rows=torch.tensor(rows, dtype=torch.long),
         )
-        return self.runner.forward(step).argmax(dim=-1).tolist()
+        return ops.argmax(self.runner.forward(step)).tolist()
 
 
 def load_draft(args: ServerArgs, config: SpeculativeConfig, target: LoadedModel, kv_tokens: int) -> DraftModelDrafter:

@@ -11,6 +11,7 @@ from sglang.ops.sampling import (
     SamplingTensors,
     apply_penalties,
     apply_token_bitmask,
+    argmax,
     filter_probs,
     log_softmax,
     sample,
@@ -149,3 +150,18 @@ def test_log_softmax_is_float32_log_probabilities() -> None:
     out = log_softmax(logits)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, torch.tensor([[math.log(0.25), math.log(0.75)]]), atol=1e-2, rtol=0)
+
+
+def test_argmax_takes_the_first_maximum_and_a_nan_above_all() -> None:
+    nan, inf = float("nan"), float("inf")
+    logits = torch.tensor(
+        [
+            [1.0, 3.0, 2.0, 3.0],  # a tie: the lowest index
+            [1.0, nan, inf, nan],  # a NaN beats +inf: the first NaN
+            [-inf, -inf, -inf, -inf],  # all masked: index 0
+            [-0.0, 0.0, -1.0, 0.0],  # -0.0 == 0.0: a tie
+        ]
+    )
+    out = argmax(logits)
+    assert out.dtype == torch.int64
+    assert out.tolist() == [1, 1, 0, 0]

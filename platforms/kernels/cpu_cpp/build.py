@@ -49,6 +49,7 @@ SOURCES = tuple(
         "decode_attention.cpp",
         "decode_glue.cpp",
         "lora.cpp",
+        "argmax.cpp",
         "step_tape.cpp",
         "bindings.cpp",
     )
@@ -197,3 +198,4 @@ def _register_fakes() -> None:
         lambda y, h, b, token_slots, scaling, out_widths: torch.empty_like(y)
     )
     torch.library.register_fake(f"{NAME}::silu_and_mul")(lambda x: x.new_empty((*x.shape[:-1], x.shape[-1] // 2)))
+    torch.library.register_fake(f"{NAME}::argmax")(lambda logits: logits.new_empty(logits.shape[:1], dtype=torch.long))

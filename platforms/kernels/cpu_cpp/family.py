@@ -1,8 +1,8 @@
 """The cpu_cpp family: C++ kernels for host tensors: weight-only int8/int4 groupwise linear,
 paged decode attention that reads the KV pool in place (K/V, and MLA's latent in the absorbed
 form), the small float32 ops around them (RMSNorm, rotary, SiLU-and-mul), which at decode cost
-more through torch's dispatch than they compute, and multi-adapter LoRA shrink/expand reading only
-each row's own adapter.
+more through torch's dispatch than they compute, multi-adapter LoRA shrink/expand reading only
+each row's own adapter, and greedy sampling's argmax.
 
 The kernels are built once per machine and cached (see build.py) and take float32 activations, so
 the family serves float32 models; other dtypes keep the next family's or the reference. Where they
@@ -26,7 +26,7 @@ FAMILY = KernelFamily(
     probe=f"{_HERE}.build:build_failure",
     description="C++ host kernels (AVX2/FMA): int8/int4 weight linear (int16 activations at decode), "
     "in-place paged decode attention (K/V and MLA's latent), RMSNorm, rotary, SiLU-and-mul, "
-    "LoRA shrink/expand; float32",
+    "LoRA shrink/expand, argmax; float32",
     candidates=(
         Candidate(
             "linear",
@@ -52,5 +52,6 @@ FAMILY = KernelFamily(
             Candidate(op, "cpu_cpp", f"{_HERE}.lora:{op}", Requirements(dtypes=frozenset({torch.float32})))
             for op in ("lora_shrink", "lora_expand")
         ),
+        Candidate("argmax", "cpu_cpp", f"{_HERE}.sampling:argmax", Requirements(dtypes=frozenset({torch.float32}))),
     ),
 )

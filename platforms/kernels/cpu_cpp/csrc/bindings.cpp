@@ -19,6 +19,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("silu_and_mul", &silu_and_mul);
   m.def("lora_shrink", &lora_shrink);
   m.def("lora_expand", &lora_expand);
+  m.def("argmax", &argmax);
   pybind11::class_<StepTape>(m, "StepTape")
       .def(pybind11::init<>())
       .def("int4_linear", &StepTape::int4_linear)

@@ -77,4 +77,8 @@ at::Tensor lora_shrink(const at::Tensor& input, const at::Tensor& weights, const
 at::Tensor lora_expand(const at::Tensor& base, const at::Tensor& shrunk, const at::Tensor& weights,
                        const at::Tensor& token_slots, const at::Tensor& scaling, at::IntArrayRef out_widths);
 
+// argmax.cpp
+// Each row's index of its largest value, as torch.argmax: the first maximum, a NaN above all.
+at::Tensor argmax(const at::Tensor& logits);
+
 }  // namespace sgl_cpu_cpp
