@@ -17,7 +17,7 @@ import torch
 
 from sglang import ops
 from sglang.ops.attention import AttentionInputs, AttentionMetadata, CaptureLimits, ReferenceAttention
-from sglang.ops.binding import resolve
+from sglang.ops.binding import REFERENCE_OPS, resolve, restore, snapshot
 from sglang.ops.buckets import BucketPolicy
 from sglang.ops.step import StepInputs
 from sglang.platforms.device_runtime import GRAPH_WARMUP_RUNS, DeviceRuntime
@@ -44,6 +44,17 @@ def npu(monkeypatch):
     with installed(monkeypatch, standin, "sglang.platforms.kernels.torch_npu"):
         monkeypatch.setattr(torch, "npu", standin["torch_npu.npu"], raising=False)
         yield recorder
+
+
+@pytest.fixture
+def reference_ops():
+    """Every op bound to its reference while the test runs. The stand-in's graph records aten
+    calls only, so an op bound to a family's kernel outside torch's dispatcher (cpu_cpp's, which an
+    engine started earlier in the same process binds) would be missing from the replay."""
+    saved = snapshot()
+    restore({name: resolve(qualname) for name, qualname in REFERENCE_OPS.items()})
+    yield
+    restore(saved)
 
 
 def test_capture_warms_up_on_a_side_stream_then_replays_without_python(npu) -> None:
@@ -165,7 +176,7 @@ def _generate(runner: ModelRunner, prompts: list[list[int]], steps: int) -> list
     return tokens
 
 
-def test_same_tokens_with_and_without_npu_graphs(npu) -> None:
+def test_same_tokens_with_and_without_npu_graphs(npu, reference_ops) -> None:
     model = tiny_llama_decoder()
     prompts = [[5, 9, 13, 2, 7], [3, 3], [11, 40, 8, 1, 60, 33, 2]]
 
