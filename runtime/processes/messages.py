@@ -158,8 +158,8 @@ class ReadyInfo:
     """The chosen kernel of every op and why each other candidate lost (`OpTable.as_dict`)."""
     lora_enabled: bool = False
     lora_adapters: dict[str, str] = field(default_factory=dict)
-    disaggregation_mode: str = "null"
     """The adapters loaded at startup, name to path."""
+    disaggregation_mode: str = "null"
 
     def model_info(self) -> dict[str, object]:
         """SGLang's `/get_model_info` answer (`architecture` is ours, beside upstream's list)."""

@@ -16,6 +16,7 @@ import json
 import time
 import traceback
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 QUESTION = "What is the capital of France?"
@@ -158,6 +159,12 @@ def ollama_checks(url: str, key: str) -> dict[str, Callable[[], None]]:
         (entry,) = client.list().models
         assert entry.model == model and entry.digest and entry.details is not None and entry.modified_at is not None
 
+    def running_models() -> None:
+        (entry,) = client.ps().models
+        assert entry.model == model and entry.details is not None and entry.size_vram == 0
+        assert entry.context_length and entry.context_length > 0
+        assert entry.expires_at is not None and entry.expires_at.year > datetime.now(UTC).year + 100  # never unloaded
+
     def show() -> None:
         shown = client.show(model)
         assert shown.details is not None and shown.details.family
@@ -195,6 +202,8 @@ def ollama_checks(url: str, key: str) -> dict[str, Callable[[], None]]:
             (lambda: client.chat(model="unknown-model", messages=messages), 404),
             (lambda: client.chat(model=model, messages=messages, options={"mirostat": 2}), 400),
             (lambda: client.generate(model=model, prompt="Hi", images=["iVBORw0KGgo="]), 400),
+            (lambda: client.embed(model=model, input="Hi"), 400),  # a generative model: no embeddings
+            (lambda: client.embeddings(model=model, prompt="Hi"), 400),
         ):
             try:
                 call()
@@ -203,7 +212,8 @@ def ollama_checks(url: str, key: str) -> dict[str, Callable[[], None]]:
             else:
                 raise AssertionError("the request was accepted")
 
-    return {f.__name__: f for f in (list_models, show, chat, generate, options_limit_tokens, error_shape)}
+    checks = (list_models, running_models, show, chat, generate, options_limit_tokens, error_shape)
+    return {f.__name__: f for f in checks}
 
 
 CLIENTS = {"anthropic": anthropic_checks, "ollama": ollama_checks}
@@ -218,7 +228,7 @@ CHECK_NAMES = {
         "structured_output",
         "error_shape",
     ),
-    "ollama": ("list_models", "show", "chat", "generate", "options_limit_tokens", "error_shape"),
+    "ollama": ("list_models", "running_models", "show", "chat", "generate", "options_limit_tokens", "error_shape"),
 }
 """The checks of each client, for the test to list before the venv runs them (`main` checks
 they are the factories' own)."""

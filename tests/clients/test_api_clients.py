@@ -6,8 +6,8 @@ the embedded model (with an API key, so every client proves it sends it).
   sequences, a tool-use round trip (the call forced by `tool_choice`, whose grammar admits only
   a call with an enum argument, so the small model's output always parses), structured output,
   and the error shape of four refusals;
-- `ollama` (api_client_checks.py): list, show, chat and generate streamed and not, options,
-  and errors;
+- `ollama` (api_client_checks.py): list, running models, show, chat and generate streamed and not,
+  options, and errors (embeddings refused);
 - `sgl.LiteLLM` (litellm_programs.py): the program suite's chat programs, through LiteLLM's
   OpenAI provider against our OpenAI routes. (`sgl.Anthropic` runs the same programs in the
   program suite's `anthropic` column, tests/frontend/test_program_suite.py.)

@@ -13,7 +13,7 @@ last line.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sglang.runtime.parsers import ReasoningDelta, ReasoningParser, ToolCallStream, parse_tool_calls
@@ -25,9 +25,9 @@ def ollama_error_body(status: int, message: str, param: str | None = None) -> di
     return {"error": message}
 
 
-def timestamp() -> str:
-    """Now, as Ollama writes `created_at` (RFC 3339, UTC)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def timestamp(after: timedelta = timedelta()) -> str:
+    """Now (or `after` from now), as Ollama writes `created_at` (RFC 3339, UTC)."""
+    return (datetime.now(UTC) + after).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def done_fields(meta: dict[str, Any]) -> dict[str, Any]:

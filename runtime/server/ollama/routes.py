@@ -1,5 +1,6 @@
-"""Ollama's API: GET/HEAD /, GET /api/version, GET /api/tags, POST /api/show, /api/chat and
-/api/generate, over the OpenAI routes' planning code (see `convert.py`).
+"""Ollama's API: GET/HEAD /, GET /api/version, GET /api/tags, GET /api/ps, POST /api/show,
+/api/chat and /api/generate, over the OpenAI routes' planning code (see `convert.py`); POST
+/api/embed and /api/embeddings are refused with the reason, as `/v1/embeddings` is.
 
 The one served model is listed under the server's model name; a request may name it with
 Ollama's default tag (`NAME:latest`). A chat with no messages or a generate with no prompt is
@@ -10,6 +11,7 @@ whatever their Content-Type says, as in Ollama (whose examples post with a bare 
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import orjson
@@ -19,6 +21,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from sglang.runtime.observability.tracing import trace_headers
+from sglang.runtime.server.embedding_api import REASON as NO_EMBEDDINGS
 from sglang.runtime.server.errors import ApiError
 from sglang.runtime.server.ollama.convert import chat_request, generate_request
 from sglang.runtime.server.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
@@ -46,6 +49,9 @@ OLLAMA_VERSION = "0.12.6"
 it with their own and warn about an older server)."""
 DIGEST = "sha256:" + "0" * 64
 """Ollama names a model's weights by their digest; this server has no such file, so a fixed one."""
+KEPT_LOADED = timedelta(microseconds=(2**63 - 1) // 1000)
+"""How long /api/ps says the model stays loaded: it is never unloaded, which Ollama reports
+(`keep_alive: -1`) as an expiry its longest duration away (Go's largest `time.Duration`)."""
 
 
 def _inlined(node: Any, defs: dict[str, Any]) -> Any:
@@ -106,12 +112,29 @@ async def version() -> Response:
     return json_response({"version": OLLAMA_VERSION})
 
 
+def _listed(state: ServerState) -> dict[str, Any]:
+    """The served model as /api/tags and /api/ps list it."""
+    name = state.model_name
+    return {"name": name, "model": name, "size": 0, "digest": DIGEST, "details": _details(state)}
+
+
 @router.get("/api/tags")
 async def tags(request: Request) -> Response:
+    return json_response({"models": [{**_listed(server_state(request)), "modified_at": timestamp()}]})
+
+
+@router.get("/api/ps")
+async def running(request: Request) -> Response:
+    """The running models: the served one, loaded for the server's lifetime (no VRAM figure)."""
     state = server_state(request)
-    name = state.model_name
-    entry = {"name": name, "model": name, "modified_at": timestamp(), "size": 0, "digest": DIGEST}
-    return json_response({"models": [{**entry, "details": _details(state)}]})
+    loaded = {"expires_at": timestamp(KEPT_LOADED), "size_vram": 0, "context_length": state.info.context_length}
+    return json_response({"models": [{**_listed(state), **loaded}]})
+
+
+@router.post("/api/embed")
+@router.post("/api/embeddings")
+async def embed() -> None:
+    raise ApiError(400, NO_EMBEDDINGS, "model")
 
 
 @router.post("/api/show", openapi_extra=_documented(ShowRequest))
