@@ -146,6 +146,9 @@ class Platform(ABC):
     visible_devices_env: ClassVar[str | None] = None
     """The variable that hides this platform's devices from a process (`CUDA_VISIBLE_DEVICES`);
     set on platforms whose tensor-parallel ranks each take a device of their own."""
+    profiler_activity: ClassVar[str | None] = None
+    """The `torch.profiler.ProfilerActivity` that records this platform's device timeline
+    (`CUDA`, `XPU`); None where torch's profiler sees only the host."""
 
     def __init__(self, kernel_families: Sequence[str] | None = None) -> None:
         """`kernel_families` replaces the declared list, for conformance runs of one family

@@ -18,8 +18,16 @@ from concurrent.futures import Future
 from typing import Any
 
 from sglang.runtime.loader.tokenizer import load_tokenizer
+from sglang.runtime.observability.step_profiler import ProfileSettings
 from sglang.runtime.observability.tracing import StageTracer
-from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus, LoadLoraAdapter, UnloadLoraAdapter
+from sglang.runtime.processes.control import (
+    FlushCache,
+    GetSchedulerStatus,
+    LoadLoraAdapter,
+    StartProfile,
+    StopProfile,
+    UnloadLoraAdapter,
+)
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.preload import TOKENIZER_CODE, preload
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager, last_item
@@ -169,6 +177,21 @@ class Engine:
 
     def _lora_reply(self, message: LoadLoraAdapter | UnloadLoraAdapter) -> dict[str, Any]:
         return self._call(self.manager.control(message, timeout=300.0)).to_json()
+
+    def start_profile(self, **settings: Any) -> None:
+        """Upstream's `Engine.start_profile`: a torch profiler trace of the scheduler's steps
+        (keywords: upstream's `ProfileReq` fields; see `runtime/observability/step_profiler.py`).
+        Raises RuntimeError with the reason when refused, as upstream does."""
+        self._profile_reply(StartProfile(ProfileSettings.from_json(settings)))
+
+    def stop_profile(self) -> None:
+        """Ends the profile and writes its trace."""
+        self._profile_reply(StopProfile())
+
+    def _profile_reply(self, message: StartProfile | StopProfile) -> None:
+        result = self._call(self.manager.control(message, timeout=300.0))
+        if not result.success:
+            raise RuntimeError(result.message)
 
     def get_model_info(self) -> dict[str, Any]:
         return self.info.model_info()

@@ -28,6 +28,7 @@ class CudaPlatform(Platform):
     runtime_class = "sglang.platforms.cuda.runtime:CudaRuntime"
     visible_devices_env = "CUDA_VISIBLE_DEVICES"
     distributed_backend = "nccl"
+    profiler_activity = "CUDA"
 
     @classmethod
     def availability(cls) -> Availability:

@@ -29,6 +29,7 @@ class RocmPlatform(Platform):
     runtime_class = "sglang.platforms.cuda.runtime:CudaRuntime"
     visible_devices_env = "HIP_VISIBLE_DEVICES"
     distributed_backend = "nccl"
+    profiler_activity = "CUDA"
 
     def device_arch(self) -> str | None:
         """`gfx942` of a `gcnArchName` such as `gfx942:sramecc+:xnack-` (the target features dropped)."""

@@ -30,6 +30,7 @@ class XpuPlatform(Platform):
     runtime_class = "sglang.platforms.xpu.runtime:XpuRuntime"
     visible_devices_env = "ZE_AFFINITY_MASK"
     distributed_backend = "xccl"
+    profiler_activity = "XPU"
 
     @classmethod
     def availability(cls) -> Availability:

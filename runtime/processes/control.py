@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
+from sglang.runtime.observability.step_profiler import ProfileSettings
+
 R = TypeVar("R")
 
 
@@ -121,6 +123,15 @@ class LoraResult:
 
 
 @dataclass(frozen=True)
+class ProfileResult:
+    """Upstream's `ProfileReqOutput`: whether the profiler did it, and what it said (why not, or
+    where the trace went)."""
+
+    success: bool
+    message: str
+
+
+@dataclass(frozen=True)
 class ControlMessage(Generic[R]):
     """Base of every control message; `R` is the type of its reply (or `ControlError`)."""
 
@@ -158,6 +169,18 @@ class UnloadLoraAdapter(ControlMessage[LoraResult]):
     """Forgets an adapter; refused while requests use it."""
 
     lora_name: str
+
+
+@dataclass(frozen=True)
+class StartProfile(ControlMessage[ProfileResult]):
+    """Starts a torch profiler trace of the scheduler's steps (`runtime/observability/step_profiler.py`)."""
+
+    settings: ProfileSettings
+
+
+@dataclass(frozen=True)
+class StopProfile(ControlMessage[ProfileResult]):
+    """Ends the profile and writes its trace."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.stage_spans import report_scheduler_stages
+from sglang.runtime.observability.step_profiler import ProfileError
 from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.child_setup import freeze_startup_objects, init_child_process
@@ -48,7 +49,10 @@ from sglang.runtime.processes.control import (
     GetSchedulerStatus,
     LoadLoraAdapter,
     LoraResult,
+    ProfileResult,
     SchedulerStatus,
+    StartProfile,
+    StopProfile,
     UnloadLoraAdapter,
 )
 from sglang.runtime.processes.messages import (
@@ -256,6 +260,22 @@ def _(message: UnloadLoraAdapter, scheduler: Scheduler) -> LoraResult:
     except LoraError as e:
         return LoraResult(False, str(e), loaded_adapters(scheduler))
     return LoraResult(True, None, loaded_adapters(scheduler))
+
+
+@answer.register
+def _(message: StartProfile, scheduler: Scheduler) -> ProfileResult:
+    try:
+        return ProfileResult(True, scheduler.profiler.start(message.settings))
+    except ProfileError as e:
+        return ProfileResult(False, str(e))
+
+
+@answer.register
+def _(message: StopProfile, scheduler: Scheduler) -> ProfileResult:
+    try:
+        return ProfileResult(True, scheduler.profiler.stop())
+    except (ProfileError, OSError) as e:  # OSError: the trace could not be written where asked
+        return ProfileResult(False, str(e))
 
 
 def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:

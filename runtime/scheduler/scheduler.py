@@ -28,6 +28,7 @@ from sglang.runtime.memory.radix_cache import RadixCache
 from sglang.runtime.memory.tier_commands import TierMirror
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.observability import request_stamps
+from sglang.runtime.observability.step_profiler import StepProfiler
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
 from sglang.runtime.scheduler import logprobs
 from sglang.runtime.scheduler.admission import Admission, release_lora_slot
@@ -109,6 +110,7 @@ class Scheduler:
             stream=self._stream,
         )
         self.pd_prefill, self.pd_decode = build_sides(self)
+        self.profiler = StepProfiler(runner.platform.profiler_activity)
 
     # -- requests in and out -------------------------------------------------------------------
     def add_request(self, request: GenerateRequest) -> None:
@@ -215,6 +217,7 @@ class Scheduler:
                 self._fail_step(entries, exc)
             else:
                 self.results.apply(entries, row_map, logits, sampled, verified)
+            self.profiler.step_done()
         updates, self.finished_updates = self.finished_updates, []
         if times is not None:
             times.stamp_first_outputs(updates)

@@ -10,8 +10,9 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
+from sglang.runtime.observability.step_profiler import ProfileError, ProfileSettings
 from sglang.runtime.observability.tracing import trace_headers
-from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus
+from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus, StartProfile, StopProfile
 from sglang.runtime.processes.kv_concat_request import ConcatInput, run_concat
 from sglang.runtime.processes.tokenizer_manager import last_item
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
@@ -155,6 +156,34 @@ async def flush_cache(request: Request) -> Response:
     if not result.ok:
         raise ApiError(409, f"cache not flushed: {result.reason}")
     return Response("Cache flushed.\n", status_code=200)
+
+
+@router.api_route("/start_profile", methods=["GET", "POST"])
+async def start_profile(request: Request) -> Response:
+    """Upstream's: a torch profiler trace of the scheduler's model steps, until `/stop_profile` or
+    for `num_steps` steps. The body (optional) takes upstream's `ProfileReq` fields: `output_dir`,
+    `start_step`, `num_steps`, `activities`, `with_stack`, `record_shapes`, `profile_id`,
+    `profile_prefix`. Refused with 400 and the reason (one already running, a bad field)."""
+    body = await json_body(request) if (await request.body()).strip() else {}
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object of profile settings")
+    try:
+        settings = ProfileSettings.from_json(body)
+    except ProfileError as e:
+        raise ApiError(400, str(e)) from None
+    result = await server_state(request).manager.control(StartProfile(settings))
+    if not result.success:
+        raise ApiError(400, result.message)
+    return Response("Start profiling.\n", status_code=200)
+
+
+@router.api_route("/stop_profile", methods=["GET", "POST"])
+async def stop_profile(request: Request) -> Response:
+    """Upstream's: ends the profile and writes its trace (`<profile_id>-TP-0.trace.json.gz`)."""
+    result = await server_state(request).manager.control(StopProfile())
+    if not result.success:
+        raise ApiError(400, result.message)
+    return Response("Stop profiling. This will take some time.\n", status_code=200)
 
 
 @router.post("/concat_and_append")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -193,3 +194,25 @@ def test_openai_sampling_extras(http: httpx.Client, path: str) -> None:
     bad = http.post(path, json={**base, "stop_regex": "(x"})
     assert_openai_error(bad, 400, "stop_regex")
     assert_openai_error(http.post(path, json={**base, "stream": "yes"}), 400, "stream")
+
+
+def test_profile_routes(http: httpx.Client, tmp_path: Path) -> None:
+    """`/start_profile` with the body upstream's `python -m sglang.profiler` posts (step counts as
+    strings), a trace after its steps, and refusals as 400s with the reason."""
+    body = {"output_dir": str(tmp_path), "num_steps": "2", "activities": ["CPU", "GPU"], "merge_profiles": False}
+    started = http.post("/start_profile", json={**body, "profile_by_stage": False, "profile_prefix": "e2e"})
+    assert started.status_code == 200 and started.text == "Start profiling.\n"
+    again = http.post("/start_profile", json=body)
+    assert again.status_code == 400 and "already in progress" in again.json()["error"]["message"]
+    generate(http, text=PROMPT, sampling_params=greedy(4))  # four steps: the profile ends after two
+    (trace,) = tmp_path.iterdir()
+    assert trace.name.startswith("e2e-") and trace.name.endswith("-TP-0.trace.json.gz")
+    stopped = http.post("/stop_profile")
+    assert stopped.status_code == 400 and "not in progress" in stopped.json()["error"]["message"]
+    for bad in ({"num_steps": "many"}, {"activities": ["RPD"]}, {"profile_by_stage": True}, [1]):
+        refused = http.post("/start_profile", json=bad)
+        assert refused.status_code == 400, (bad, refused.text)
+    manual = tmp_path / "manual"
+    assert http.post("/start_profile", json={"output_dir": str(manual)}).status_code == 200  # until stopped
+    assert http.get("/stop_profile").status_code == 200
+    assert [p.name.endswith("-TP-0.trace.json.gz") for p in manual.iterdir()] == [True]

@@ -5,11 +5,14 @@ aborts, control calls, and the death of a child process."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import itertools
+import json
 import os
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -178,6 +181,23 @@ def test_flush_cache_and_server_info(engine: Engine) -> None:
     assert after["kv_tokens_cached"] == 0
     assert after["kv_tokens_free"] == after["kv_tokens_total"]
     assert engine.generate(chat_text(engine), GREEDY)["meta_info"]["cached_tokens"] == 0
+
+
+def test_profile_records_the_scheduler_steps(engine: Engine, tmp_path: Path) -> None:
+    """Upstream's `Engine.start_profile` / `stop_profile`: a trace of the scheduler's kernels."""
+    with pytest.raises(RuntimeError, match="not in progress"):
+        engine.stop_profile()
+    engine.start_profile(output_dir=str(tmp_path), num_steps=3, profile_id="engine")
+    with pytest.raises(RuntimeError, match="already in progress"):
+        engine.start_profile(output_dir=str(tmp_path))
+    engine.generate(chat_text(engine), GREEDY)  # 8 model steps: the profile ends after its 3
+    (trace,) = tmp_path.iterdir()
+    assert trace.name == "engine-TP-0.trace.json.gz"
+    with gzip.open(trace, "rt") as f:
+        names = {event.get("name", "") for event in json.load(f)["traceEvents"]}
+    assert any(name.startswith(("aten::", "sglang_")) for name in names), sorted(names)[:20]
+    with pytest.raises(RuntimeError, match="not in progress"):
+        engine.stop_profile()
 
 
 @pytest.mark.slow
