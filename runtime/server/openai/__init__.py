@@ -1,5 +1,5 @@
 """The OpenAI-compatible API: /v1/models, /v1/completions, /v1/chat/completions, and
-upstream SGLang's /v1/tokenize and /v1/detokenize.
+upstream SGLang's /v1/tokenize, /v1/detokenize and /v1/score.
 
 The app mounts `openai_router`; handlers reach the engine through `server_state(request)` and
 raise `ApiError`, which the app turns into OpenAI error bodies. Everything between the HTTP
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from sglang.runtime.server.openai import chat, completions, models, tokenize
+from sglang.runtime.server.openai import chat, completions, models, score, tokenize
 
 openai_router = APIRouter()
 # Routes are matched in order, one by one (measured ~0.3 ms to reach the chat route when it
@@ -19,5 +19,6 @@ openai_router.include_router(chat.router)
 openai_router.include_router(completions.router)
 openai_router.include_router(models.router)
 openai_router.include_router(tokenize.router)
+openai_router.include_router(score.router)
 
 __all__ = ["openai_router"]
