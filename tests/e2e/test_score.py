@@ -1,7 +1,8 @@
 """/v1/score on a real server over the embedded model: its scores are the model's next-token
 probabilities after `query + item` (the same numbers /generate's `token_ids_logprob` gives), text
 and token-id inputs agree, `apply_softmax` normalizes over the labels, and bad requests are 400s
-in the OpenAI error shape."""
+in the OpenAI error shape; /v1/rerank and /classify (cross-encoder and classifier routes) are
+refused with the reason."""
 
 from __future__ import annotations
 
@@ -84,3 +85,11 @@ def test_token_ids_softmax_and_item_first(http: httpx.Client) -> None:
 def test_bad_requests(http: httpx.Client, body: dict[str, Any], param: str | None) -> None:
     response = http.post("/v1/score", json=body)
     assert_openai_error(response, 404 if param == "model" else 400, param)
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/rerank"), ("PUT", "/v1/rerank"), ("POST", "/classify")])
+def test_rerank_and_classify_refused_with_the_reason(http: httpx.Client, method: str, path: str) -> None:
+    """Upstream serves these for `--is-embedding` models only: a 400 saying so, not a 404."""
+    response = http.request(method, path, json={"query": QUERY, "documents": ITEMS, "text": QUERY})
+    error = assert_openai_error(response, 400)
+    assert "--is-embedding" in error["message"]
