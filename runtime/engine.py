@@ -21,9 +21,12 @@ from sglang.runtime.loader.tokenizer import load_tokenizer
 from sglang.runtime.observability.step_profiler import ProfileSettings
 from sglang.runtime.observability.tracing import StageTracer
 from sglang.runtime.processes.control import (
+    ContinueGeneration,
     FlushCache,
     GetSchedulerStatus,
     LoadLoraAdapter,
+    PauseGeneration,
+    PauseMode,
     StartProfile,
     StopProfile,
     UnloadLoraAdapter,
@@ -177,6 +180,13 @@ class Engine:
 
     def _lora_reply(self, message: LoadLoraAdapter | UnloadLoraAdapter) -> dict[str, Any]:
         return self._call(self.manager.control(message, timeout=300.0)).to_json()
+
+    def pause_generation(self, mode: PauseMode = "abort") -> None:
+        """Upstream's: no model step runs until `continue_generation` (modes: `Scheduler.pause`)."""
+        self._call(self.manager.control(PauseGeneration(mode)))
+
+    def continue_generation(self, torch_empty_cache: bool = True) -> None:
+        self._call(self.manager.control(ContinueGeneration(torch_empty_cache)))
 
     def start_profile(self, **settings: Any) -> None:
         """Upstream's `Engine.start_profile`: a torch profiler trace of the scheduler's steps

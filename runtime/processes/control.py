@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 from sglang.runtime.observability.step_profiler import ProfileSettings
 
@@ -181,6 +181,29 @@ class StartProfile(ControlMessage[ProfileResult]):
 @dataclass(frozen=True)
 class StopProfile(ControlMessage[ProfileResult]):
     """Ends the profile and writes its trace."""
+
+
+PauseMode = Literal["abort", "retract", "in_place"]
+"""Upstream's `/pause_generation` modes (what each does: `Scheduler.pause`)."""
+
+
+@dataclass(frozen=True)
+class PauseGeneration(ControlMessage[bool]):
+    """Stops running steps (`Scheduler.pause`). The reply is True."""
+
+    mode: PauseMode = "abort"
+
+    def __post_init__(self) -> None:
+        if self.mode not in get_args(PauseMode):
+            raise ValueError(f"mode must be one of {list(get_args(PauseMode))}, got {self.mode!r}")
+
+
+@dataclass(frozen=True)
+class ContinueGeneration(ControlMessage[bool]):
+    """Runs steps again; `empty_cache`: first return the device allocator's cached blocks to the
+    device (upstream's `torch_empty_cache`). The reply is True."""
+
+    empty_cache: bool = True
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from sglang.runtime.processes.child_setup import freeze_startup_objects, init_ch
 from sglang.runtime.processes.control import (
     ConcatAndAppend,
     ConcatResult,
+    ContinueGeneration,
     ControlError,
     ControlReply,
     ControlRequest,
@@ -49,6 +50,7 @@ from sglang.runtime.processes.control import (
     GetSchedulerStatus,
     LoadLoraAdapter,
     LoraResult,
+    PauseGeneration,
     ProfileResult,
     SchedulerStatus,
     StartProfile,
@@ -278,6 +280,20 @@ def _(message: StopProfile, scheduler: Scheduler) -> ProfileResult:
         return ProfileResult(False, str(e))
 
 
+@answer.register
+def _(message: PauseGeneration, scheduler: Scheduler) -> bool:
+    scheduler.pause(message.mode)
+    return True
+
+
+@answer.register
+def _(message: ContinueGeneration, scheduler: Scheduler) -> bool:
+    if message.empty_cache:
+        scheduler.runner.platform.runtime.empty_cache()
+    scheduler.resume()
+    return True
+
+
 def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
     if isinstance(message, GenerateRequest):
         if request_stamps.STAMPS is not None:
@@ -286,7 +302,12 @@ def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:
     elif isinstance(message, AbortRequest):
         scheduler.abort(message.rid, message.message)
     elif isinstance(message, ControlRequest):
-        ipc.send(control, ControlReply(message.request_id, answer(message.message, scheduler)))
+        try:
+            result = answer(message.message, scheduler)
+        except Exception as e:  # a failed control call fails that call, not the server
+            logger.exception("control message %s failed", type(message.message).__name__)
+            result = ControlError(f"{type(message.message).__name__} failed: {type(e).__name__}: {e}")
+        ipc.send(control, ControlReply(message.request_id, result))
     else:
         logger.error("ignored a message of unknown type %s", type(message).__name__)
 

@@ -29,6 +29,7 @@ from sglang.runtime.memory.tier_commands import TierMirror
 from sglang.runtime.memory.token_allocator import PagedTokenAllocator
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.step_profiler import StepProfiler
+from sglang.runtime.processes.control import PauseMode
 from sglang.runtime.processes.messages import GenerateRequest, TokenUpdate
 from sglang.runtime.scheduler import logprobs
 from sglang.runtime.scheduler.admission import Admission, release_lora_slot
@@ -42,6 +43,8 @@ from sglang.runtime.speculative.config import speculative_config
 from sglang.runtime.speculative.speculator import Speculator, build_speculator
 
 logger = logging.getLogger(__name__)
+
+PAUSE_ABORT_MESSAGE = "aborted: generation paused (/pause_generation, mode abort)"
 
 IDLE_PREFETCH_WAIT_S = 0.01
 """With nothing to run but requests waiting for their stored prefix, a step waits this long for
@@ -111,6 +114,8 @@ class Scheduler:
         )
         self.pd_prefill, self.pd_decode = build_sides(self)
         self.profiler = StepProfiler(runner.platform.profiler_activity)
+        self.paused = False
+        """Between `/pause_generation` and `/continue_generation`: no step runs."""
 
     # -- requests in and out -------------------------------------------------------------------
     def add_request(self, request: GenerateRequest) -> None:
@@ -159,8 +164,27 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
+        if self.paused:  # only what aborts left to report
+            return bool(self.finished_updates) or any(r.finished for r in self.running)
         transfers = self.pd_decode is not None and self.pd_decode.busy
         return bool(self.waiting or self.running or self.finished_updates or transfers)
+
+    def pause(self, mode: PauseMode) -> None:
+        """Upstream's `/pause_generation`: no model step runs until `resume`; requests that arrive
+        meanwhile wait. `abort` ends every request now; `retract` returns the running ones to the
+        queue (their KV released, the computed prefix left in the prefix cache, recomputed on
+        resume); `in_place` leaves them as they are, KV included."""
+        if mode == "abort":
+            for req in [*self.waiting, *self.running]:
+                self.abort(req.rid, PAUSE_ABORT_MESSAGE)
+        elif mode == "retract":
+            while self.running:
+                self._retract(self.running[-1])
+        self.paused = True
+
+    def resume(self) -> None:
+        """Upstream's `/continue_generation`: steps run again, from the queue as it stands."""
+        self.paused = False
 
     def flush_cache(self) -> bool:
         """Empties the device tier of the prefix cache; refused (False) while requests run or
@@ -190,6 +214,9 @@ class Scheduler:
     # -- one step ----------------------------------------------------------------------------
     def step(self) -> list[TokenUpdate]:
         self._release_aborted()
+        if self.paused:
+            updates, self.finished_updates = self.finished_updates, []
+            return updates
         if self.pd_decode is not None:
             self.pd_decode.poll(idle=not (self.running or self.waiting))
         self.admission.admit(self.waiting, self.running)
@@ -292,10 +319,14 @@ class Scheduler:
     def _retract_one(self) -> None:
         victim = max(self.running, key=lambda r: r.arrival_time)
         logger.info("KV cache full: retracting request %s to resume later", victim.rid)
+        self._retract(victim)
+
+    def _retract(self, req: Req) -> None:
+        """Back to the queue, its KV released: it is recomputed (from its cached prefix) when admitted again."""
         self.stats["retractions"] += 1
-        self.running.remove(victim)
-        self._release_kv(victim)
-        self.waiting.append(victim)
+        self.running.remove(req)
+        self._release_kv(req)
+        self.waiting.append(req)
 
     def _release_kv(self, req: Req) -> None:
         if req.match is not None:

@@ -12,7 +12,14 @@ from fastapi.responses import Response, StreamingResponse
 
 from sglang.runtime.observability.step_profiler import ProfileError, ProfileSettings
 from sglang.runtime.observability.tracing import trace_headers
-from sglang.runtime.processes.control import FlushCache, GetSchedulerStatus, StartProfile, StopProfile
+from sglang.runtime.processes.control import (
+    ContinueGeneration,
+    FlushCache,
+    GetSchedulerStatus,
+    PauseGeneration,
+    StartProfile,
+    StopProfile,
+)
 from sglang.runtime.processes.kv_concat_request import ConcatInput, run_concat
 from sglang.runtime.processes.tokenizer_manager import last_item
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
@@ -158,17 +165,48 @@ async def flush_cache(request: Request) -> Response:
     return Response("Cache flushed.\n", status_code=200)
 
 
+async def optional_body(request: Request) -> dict[str, Any]:
+    """A JSON object body, or {} when the body is empty."""
+    body = await json_body(request) if (await request.body()).strip() else {}
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return body
+
+
+@router.post("/pause_generation")
+async def pause_generation(request: Request) -> Response:
+    """Upstream's: no model step runs until `/continue_generation`; requests that arrive meanwhile
+    wait. `mode`: `abort` (default: every request ends now), `retract` (running requests go back
+    to the queue, their KV released) or `in_place` (they stay as they are)."""
+    body = await optional_body(request)
+    try:
+        message = PauseGeneration(**body)
+    except (TypeError, ValueError) as e:
+        raise ApiError(400, str(e), "mode") from None
+    await server_state(request).manager.control(message)
+    return json_response({"message": "Generation paused successfully.", "status": "ok"})
+
+
+@router.post("/continue_generation")
+async def continue_generation(request: Request) -> Response:
+    """Upstream's: steps run again. `torch_empty_cache` (default true): first return the device
+    allocator's cached blocks to the device."""
+    body = await optional_body(request)
+    empty_cache = body.pop("torch_empty_cache", True)
+    if body or not isinstance(empty_cache, bool):
+        raise ApiError(400, "the body takes one field, torch_empty_cache (a boolean)")
+    await server_state(request).manager.control(ContinueGeneration(empty_cache))
+    return json_response({"message": "Generation continued successfully.", "status": "ok"})
+
+
 @router.api_route("/start_profile", methods=["GET", "POST"])
 async def start_profile(request: Request) -> Response:
     """Upstream's: a torch profiler trace of the scheduler's model steps, until `/stop_profile` or
     for `num_steps` steps. The body (optional) takes upstream's `ProfileReq` fields: `output_dir`,
     `start_step`, `num_steps`, `activities`, `with_stack`, `record_shapes`, `profile_id`,
     `profile_prefix`. Refused with 400 and the reason (one already running, a bad field)."""
-    body = await json_body(request) if (await request.body()).strip() else {}
-    if not isinstance(body, dict):
-        raise ApiError(400, "the body must be a JSON object of profile settings")
     try:
-        settings = ProfileSettings.from_json(body)
+        settings = ProfileSettings.from_json(await optional_body(request))
     except ProfileError as e:
         raise ApiError(400, str(e)) from None
     result = await server_state(request).manager.control(StartProfile(settings))

@@ -216,3 +216,19 @@ def test_profile_routes(http: httpx.Client, tmp_path: Path) -> None:
     assert http.post("/start_profile", json={"output_dir": str(manual)}).status_code == 200  # until stopped
     assert http.get("/stop_profile").status_code == 200
     assert [p.name.endswith("-TP-0.trace.json.gz") for p in manual.iterdir()] == [True]
+
+
+def test_pause_and_continue_routes(http: httpx.Client) -> None:
+    """`/pause_generation` holds new requests until `/continue_generation`; a bad mode is a 400."""
+    assert http.post("/pause_generation", json={"mode": "sometimes"}).status_code == 400
+    body = {"text": PROMPT, "sampling_params": greedy(2)}
+    try:
+        paused = http.post("/pause_generation", json={"mode": "in_place"})
+        assert paused.json() == {"message": "Generation paused successfully.", "status": "ok"}
+        with pytest.raises(httpx.ReadTimeout):  # waits for the continue (closing it aborts it)
+            http.post("/generate", json=body, timeout=1.5)
+    finally:
+        continued = http.post("/continue_generation", json={"torch_empty_cache": True})
+    assert continued.json() == {"message": "Generation continued successfully.", "status": "ok"}
+    assert http.post("/continue_generation", json={"torch_empty_cache": "yes"}).status_code == 400
+    assert generate(http, **body)["meta_info"]["completion_tokens"] == 2

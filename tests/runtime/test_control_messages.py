@@ -1,5 +1,6 @@
 """Control messages are dispatched on their type: an unknown type is an error reply, which the
-tokenizer manager raises, and never another message's answer (such as the scheduler's status)."""
+tokenizer manager raises, and never another message's answer (such as the scheduler's status);
+a handler that raises is an error reply too, and the scheduler goes on."""
 
 from __future__ import annotations
 
@@ -43,6 +44,22 @@ def _answers(rt: Runtime, monkeypatch: pytest.MonkeyPatch, *messages: ControlMes
 def test_an_unknown_control_message_gets_an_error_reply(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     (reply,) = _answers(rt, monkeypatch, Unknown())
     assert reply == ControlReply("0", ControlError("unknown control message type Unknown"))
+
+
+@dataclass(frozen=True)
+class Failing(ControlMessage[FlushResult]):
+    """A message whose handler raises (a bug in it, or a device call that failed)."""
+
+
+@process.answer.register
+def _(message: Failing, scheduler: object) -> FlushResult:
+    raise RuntimeError("the device said no")
+
+
+def test_a_handler_that_raises_gets_an_error_reply(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    failed, status = _answers(rt, monkeypatch, Failing(), GetSchedulerStatus())
+    assert failed == ControlReply("0", ControlError("Failing failed: RuntimeError: the device said no"))
+    assert isinstance(status.result, SchedulerStatus)  # the next message is answered as usual
 
 
 def test_known_messages_get_their_own_reply_type(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:

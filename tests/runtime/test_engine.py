@@ -183,6 +183,59 @@ def test_flush_cache_and_server_info(engine: Engine) -> None:
     assert engine.generate(chat_text(engine), GREEDY)["meta_info"]["cached_tokens"] == 0
 
 
+PAUSED = {"temperature": 0.0, "max_new_tokens": 24, "ignore_eos": True}
+
+
+def _in_thread(call: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(out=call()))
+    thread.start()
+    return thread, result
+
+
+def test_pause_in_place_holds_every_request_and_continue_resumes(engine: Engine) -> None:
+    """Upstream's `pause_generation("in_place")`: no step runs (a running stream stops, a new
+    request waits), and after `continue_generation` both finish, the stream with the tokens it
+    would have made unpaused (its KV kept)."""
+    expected = engine.generate(chat_text(engine), PAUSED)["output_ids"]
+    stream = engine.generate(chat_text(engine), PAUSED, stream=True)
+    next(stream)
+    engine.pause_generation("in_place")
+    made = engine.get_server_info()["generation_tokens"]
+    waiter, waited = _in_thread(lambda: engine.generate(chat_text(engine, "Name a color."), GREEDY))
+    time.sleep(0.5)
+    assert waiter.is_alive() and engine.get_server_info()["generation_tokens"] == made
+    engine.continue_generation()
+    *_, last = stream
+    waiter.join(timeout=60)
+    assert last["output_ids"] == expected and waited["out"]["meta_info"]["completion_tokens"] > 0
+
+
+def test_pause_retract_and_abort(engine: Engine) -> None:
+    """`retract`: the running request goes back to the queue and finishes after `continue`;
+    `abort` (the default): it ends at once, with the reason."""
+    retracted = engine.get_server_info()["retractions"]
+    stream = engine.generate(chat_text(engine), PAUSED, stream=True)
+    next(stream)
+    engine.pause_generation("retract")
+    info = engine.get_server_info()
+    assert (info["num_running_requests"], info["retractions"]) == (0, retracted + 1)
+    engine.continue_generation(torch_empty_cache=False)
+    *_, last = stream
+    assert last["meta_info"]["completion_tokens"] == PAUSED["max_new_tokens"]
+
+    stream = engine.generate(chat_text(engine), PAUSED, stream=True)
+    next(stream)
+    engine.pause_generation()
+    *_, last = stream
+    assert last["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "paused" in last["meta_info"]["finish_reason"]["message"]
+    engine.continue_generation()
+    assert engine.generate(chat_text(engine), GREEDY)["text"] == ANSWER
+    with pytest.raises(ValueError, match="mode must be one of"):
+        engine.pause_generation("later")  # type: ignore[arg-type]
+
+
 def test_profile_records_the_scheduler_steps(engine: Engine, tmp_path: Path) -> None:
     """Upstream's `Engine.start_profile` / `stop_profile`: a trace of the scheduler's kernels."""
     with pytest.raises(RuntimeError, match="not in progress"):
