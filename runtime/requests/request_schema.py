@@ -21,7 +21,13 @@ from pydantic import TypeAdapter
 
 from sglang.runtime.requests import upstream_fields
 from sglang.runtime.requests.generate_input import GenerateInput
-from sglang.runtime.requests.sampling_params import MAX_STOP_REGEX_BYTES, MAX_STOP_REGEX_COUNT, SamplingParams
+from sglang.runtime.requests.sampling_params import (
+    MAX_STOP_REGEX_BYTES,
+    MAX_STOP_REGEX_COUNT,
+    SEED_MAX,
+    SEED_MIN,
+    SamplingParams,
+)
 
 SAMPLING_RANGES: dict[str, dict[str, Any]] = {
     "temperature": {"minimum": 0},
@@ -35,6 +41,8 @@ SAMPLING_RANGES: dict[str, dict[str, Any]] = {
     "n": {"minimum": 1},
     "stream_interval": {"minimum": 1},
     "stop_token_ids": {"items": {"minimum": 0}},
+    "seed": {"minimum": SEED_MIN, "maximum": SEED_MAX},
+    "sampling_seed": {"minimum": SEED_MIN, "maximum": SEED_MAX},
 }
 """JSON Schema bounds of the sampling fields, as `SamplingParams.validate` checks them (a bound
 on an array's items applies to each item). `top_k` (-1 or at least 1) is in `_TOP_K`."""

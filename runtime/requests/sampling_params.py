@@ -32,6 +32,9 @@ _GREEDY_EPS = 1e-6
 # As upstream: bounds that keep the per-token stop_regex check cheap.
 MAX_STOP_REGEX_COUNT = 32
 MAX_STOP_REGEX_BYTES = 256
+# A seed seeds a 64-bit generator (torch's `manual_seed`, which fails past 64 bits): int64's range,
+# so that the per-choice seeds of n > 1 (`seed + j`) stay within what it takes.
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class SamplingParamsError(ValueError):
@@ -125,6 +128,10 @@ class SamplingParams:
             raise SamplingParamsError("n", f"must be at least 1, got {self.n}")
         if self.stream_interval is not None and self.stream_interval < 1:
             raise SamplingParamsError("stream_interval", f"must be at least 1, got {self.stream_interval}")
+        for name in ("seed", "sampling_seed"):
+            seed = getattr(self, name)
+            if seed is not None and not SEED_MIN <= seed <= SEED_MAX:
+                raise SamplingParamsError(name, f"must be a 64-bit integer in [{SEED_MIN}, {SEED_MAX}], got {seed}")
         if self.seed is not None and self.sampling_seed is not None and self.seed != self.sampling_seed:
             raise SamplingParamsError("sampling_seed", "differs from seed; give one of them")
         self._validate_missing_features()

@@ -124,6 +124,10 @@ OUT_OF_RANGE = [
     (COMPLETIONS, {"temperature": -0.5}, "temperature"),
     # `echo` detokenizes the prompt before generation; an id past int64 once overflowed there (500).
     (COMPLETIONS, {"prompt": [2**70, 5], "echo": True}, "prompt"),
+    # A seed past 64 bits once killed the engine (the generator's seeding raised in the scheduler).
+    (CHAT, {"seed": 2**70}, "seed"),
+    (GENERATE, {"sampling_params": {"seed": 2**64}}, "seed"),
+    (GENERATE, {"sampling_params": {"sampling_seed": -(2**64)}}, "sampling_seed"),
     (GENERATE, {"sampling_params": {"max_new_tokens": -1}}, "max_new_tokens"),
     (GENERATE, {"sampling_params": {"top_p": 2}}, "top_p"),
     (GENERATE, {"sampling_params": {"min_p": 1.5}}, "min_p"),

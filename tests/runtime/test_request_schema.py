@@ -30,7 +30,15 @@ def _validation_accepts(params: dict[str, Any]) -> bool:
 
 def _probes(name: str, bounds: dict[str, Any]) -> list[Any]:
     """Values at, just inside and just outside each bound."""
-    integer = name in ("max_new_tokens", "min_new_tokens", "n", "stream_interval", "stop_token_ids")
+    integer = name in (
+        "max_new_tokens",
+        "min_new_tokens",
+        "n",
+        "stream_interval",
+        "stop_token_ids",
+        "seed",
+        "sampling_seed",
+    )
     step = 1 if integer else STEP
     values = []
     for key in ("minimum", "maximum", "exclusiveMinimum"):

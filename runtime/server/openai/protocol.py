@@ -131,7 +131,7 @@ class SamplingFields(_Extras):
     frequency_penalty: float | None = _bounded(None, "frequency_penalty")
     presence_penalty: float | None = _bounded(None, "presence_penalty")
     logit_bias: dict[str, float] | None = None
-    seed: int | None = None
+    seed: int | None = _bounded(None, "seed")
     stop: str | list[str] | None = None
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
