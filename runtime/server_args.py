@@ -191,6 +191,11 @@ class ServerArgs:
     )
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
     log_requests: bool = _opt(False, "Log one line per finished request.")
+    enable_response_store: bool = _opt(
+        False,
+        "Keep /v1/responses responses in memory (the newest 10,000) for previous_response_id, retrieval, "
+        "deletion and background requests, as upstream. Not with prefill-decode disaggregation.",
+    )
     enable_trace: bool = _opt(
         False,
         "Export OpenTelemetry spans of every request's stages (receive, tokenize, queue, prefill, decode, "
@@ -349,6 +354,8 @@ class ServerArgs:
             )
         if self.disaggregation_mode != "null" and self.tp_size > 1:
             raise ValueError("--disaggregation-mode is not supported with --tp-size > 1 yet")
+        if self.disaggregation_mode != "null" and self.enable_response_store:
+            raise ValueError("--enable-response-store is not supported with --disaggregation-mode prefill or decode")
 
     def hicache_extra_config(self) -> dict[str, Any]:
         """`--hicache-storage-backend-extra-config` parsed (empty when unset)."""

@@ -37,6 +37,7 @@ from sglang.runtime.server.native_api import router as native_router
 from sglang.runtime.server.ollama import OLLAMA_PREFIX, ollama_error_body, ollama_router
 from sglang.runtime.server.openai import openai_router
 from sglang.runtime.server.parsers_api import router as parsers_router
+from sglang.runtime.server.responses_api import responses_router
 from sglang.runtime.server.state import ServerState
 
 logger = logging.getLogger("sglang.server")
@@ -94,6 +95,7 @@ def create_app(state: ServerState) -> FastAPI:
     # Matched in order, one by one: the generation routes first (no two routers share a path).
     app.include_router(openai_router)
     app.include_router(native_router)
+    app.include_router(responses_router)
     app.include_router(anthropic_router)
     app.include_router(ollama_router)
     app.include_router(info_router)

@@ -123,6 +123,25 @@ def test_reasoning_then_a_tool_call_in_the_configured_format(client: openai.Open
     assert json.loads("".join(c.function.arguments or "" for c in calls)) == {"city": "Oslo"}
 
 
+def test_responses_api_items_of_reasoning_text_and_a_call(client: openai.OpenAI) -> None:
+    """The Responses API reads the output with the same parsers: a reasoning item, the answer,
+    a function call item, whole and streamed."""
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    text = f"<think>{THOUGHT}</think>{ANSWER}{call}"
+    fields = {"model": "default", "input": "What is 2+2?", "temperature": 0, "max_output_tokens": 80}
+    fields |= {"tools": [{"type": "function", **WEATHER["function"]}], "extra_body": {"regex": re.escape(text)}}
+    whole = client.responses.create(**fields)
+    assert [item.type for item in whole.output] == ["reasoning", "message", "function_call"]
+    assert whole.output[0].content[0].text == THOUGHT and whole.output_text == ANSWER
+    assert json.loads(whole.output[2].arguments) == {"city": "Oslo"}
+    assert whole.usage.output_tokens_details.reasoning_tokens > 0
+    events = list(client.responses.create(**fields, stream=True))
+    thought = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+    answer = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert (thought, answer) == (THOUGHT, ANSWER)
+    assert [item.type for item in events[-1].response.output] == ["reasoning", "message", "function_call"]
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_tool_choice_required_always_parses(client: openai.OpenAI, stream: bool) -> None:
     prompts = ["What is the weather in Paris?", "What time is it in Tokyo?", "Tell me a joke."]

@@ -27,7 +27,14 @@ EXAMPLES = int(os.environ.get("SGLANG_SCHEMA_FUZZ_EXAMPLES") or 5)
 """Per operation in the default run."""
 SLOW_EXAMPLES = 60
 CALL_TIMEOUT_S = 120
-CAPPED = {"max_new_tokens": 2, "max_tokens": 2, "max_completion_tokens": 2, "n": 2, "min_new_tokens": 0}
+CAPPED = {
+    "max_new_tokens": 2,
+    "max_tokens": 2,
+    "max_completion_tokens": 2,
+    "max_output_tokens": 2,
+    "n": 2,
+    "min_new_tokens": 0,
+}
 MAX_ITEMS = 4
 OLLAMA_GENERATION = ("/api/generate", "/api/chat")
 OUTPUT_CAPS = ("max_tokens", "max_completion_tokens")
@@ -71,6 +78,8 @@ def _cheap(path: str, body: Any) -> Any:
                 one["max_new_tokens"] = 2
     elif path in ("/v1/completions", "/v1/chat/completions") and all(body.get(k) is None for k in OUTPUT_CAPS):
         body["max_tokens"] = 2
+    elif path == "/v1/responses" and body.get("max_output_tokens") is None:
+        body["max_output_tokens"] = 2
     elif path in OLLAMA_GENERATION:
         # Ollama's default (and any negative num_predict) is no limit: up to the context.
         options = body.setdefault("options", {})
@@ -80,7 +89,7 @@ def _cheap(path: str, body: Any) -> Any:
     return body
 
 
-GENERATION = ("POST /generate", "POST /v1/completions", "POST /v1/chat/completions")
+GENERATION = ("POST /generate", "POST /v1/completions", "POST /v1/chat/completions", "POST /v1/responses")
 GENERATION_FACTOR = 3
 """The generation routes get this many times the examples (each costs 2 tokens): most generated
 bodies break some rule a schema cannot state (ids within the vocabulary, say)."""

@@ -9,7 +9,7 @@ only when the request has tools in play, read by the chat plan's `--tool-call-pa
 Streamed, a response is `message_start`, `ping`, then per block `content_block_start`, its
 deltas (`thinking_delta` then `signature_delta`, `text_delta`, `input_json_delta`) and
 `content_block_stop`, then `message_delta` (stop reason, output tokens) and `message_stop`.
-Text that may still turn out to be a tool call is held back (`ToolCallStream`), so text sent is
+Text that may still turn out to be a tool call is held back (`output_split.py`), so text sent is
 never contradicted by the parse at the end; tool_use blocks go out whole when the output ends
 (only the calls valid in the whole output: a call cut short is dropped, not half-sent).
 """
@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 
-from sglang.runtime.parsers import ReasoningDelta, ReasoningParser, ToolCallStream, parse_tool_calls
 from sglang.runtime.server.anthropic.responses import (
     THINKING_SIGNATURE,
     message,
@@ -31,29 +30,21 @@ from sglang.runtime.server.anthropic.responses import (
 )
 from sglang.runtime.server.openai.chat import ReasoningSplit, ToolParsing
 from sglang.runtime.server.openai.responses import finish_reason
+from sglang.runtime.server.output_split import StreamSplitter, split_output
 
 
 def content_blocks(
     text: str, tools: ToolParsing | None, reasoning: ReasoningSplit | None
 ) -> tuple[list[dict[str, Any]], bool]:
     """(the blocks of a whole output, whether it called a tool)."""
-    thinking = None
-    if reasoning is not None:
-        parser = reasoning.parser(streaming=False)
-        split = parser.feed(text) + parser.finish()
-        thinking, text = split.reasoning, split.content
-    calls: list[dict[str, Any]] = []
-    if tools is not None:
-        parsed = parse_tool_calls(text, tools.names, tools.fmt)
-        if parsed.calls:
-            text, calls = parsed.content.strip(), parsed.calls
+    split = split_output(text, tools, reasoning)
     blocks: list[dict[str, Any]] = []
-    if thinking:
-        blocks.append({"type": "thinking", "thinking": thinking, "signature": THINKING_SIGNATURE})
-    if text or not calls:
-        blocks.append({"type": "text", "text": text})
-    blocks.extend(tool_use_block(call) for call in calls)
-    return blocks, bool(calls)
+    if split.reasoning:
+        blocks.append({"type": "thinking", "thinking": split.reasoning, "signature": THINKING_SIGNATURE})
+    if split.text or not split.calls:
+        blocks.append({"type": "text", "text": split.text})
+    blocks.extend(tool_use_block(call) for call in split.calls)
+    return blocks, bool(split.calls)
 
 
 def sse_event(payload: dict[str, Any]) -> bytes:
@@ -68,9 +59,7 @@ class EventStream:
         self, model: str, tools: ToolParsing | None, stop_sequences: list[str], reasoning: ReasoningSplit | None
     ) -> None:
         self.model, self.stop_sequences = model, stop_sequences
-        self.reasoning: ReasoningParser | None = None if reasoning is None else reasoning.parser(streaming=True)
-        self.tools: ToolCallStream | None = None if tools is None else tools.stream()
-        self.tool_names = frozenset() if tools is None else tools.names
+        self.splitter = StreamSplitter(tools, reasoning)
         self.started = False
         self.seen = 0
         self.index = -1
@@ -88,23 +77,13 @@ class EventStream:
             events += [{"type": "message_start", "message": opening}, {"type": "ping"}]
         piece, self.seen = full[self.seen :], max(self.seen, len(full))
         done = finish_reason(meta) is not None
-        reasoning, answer = "", piece
-        if self.reasoning is not None:
-            split = self.reasoning.feed(piece) + (self.reasoning.finish() if done else ReasoningDelta())
-            reasoning, answer = split.reasoning, split.content
-        if reasoning:
-            events += self._delta("thinking", reasoning)
-        calls: list[dict[str, Any]] = []
-        text = answer
-        if self.tools is not None:
-            text = self.tools.feed(answer).content
-            if done:
-                text += self.tools.finish().content
-                calls = parse_tool_calls(self.tools.text, self.tool_names, self.tools.fmt).calls
-        if text:
-            events += self._delta("text", text)
+        split = self.splitter.feed(piece, done)
+        if split.reasoning:
+            events += self._delta("thinking", split.reasoning)
+        if split.text:
+            events += self._delta("text", split.text)
         if done:
-            events += self._finish(meta, calls)
+            events += self._finish(meta, split.calls)
         return events
 
     def _open(self, kind: str) -> list[dict[str, Any]]:

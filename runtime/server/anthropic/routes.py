@@ -22,9 +22,7 @@ from sglang.runtime.server.anthropic.responses import (
     stop_reason,
     usage,
 )
-from sglang.runtime.server.errors import ApiError
-from sglang.runtime.server.openai.chat import ChatPlan, chat_plan
-from sglang.runtime.server.openai.chat_template import ChatTemplateError, resolve_chat_template
+from sglang.runtime.server.openai.chat import ChatPlan, serving_plan
 from sglang.runtime.server.openai.responses import json_response, run_to_end
 from sglang.runtime.server.output_stream import start_stream, stream_body
 from sglang.runtime.server.state import ServerState, server_state
@@ -33,16 +31,9 @@ router = APIRouter()
 
 
 def _plan(state: ServerState, body: Conversation) -> ChatPlan:
+    # `<base>:<adapter>` names a LoRA adapter, as on the OpenAI routes.
     adapter = state.check_model(body.model)
-    try:
-        template = resolve_chat_template(state.args.chat_template, state.info.chat_template)
-    except ChatTemplateError as e:
-        raise ApiError(400, str(e)) from None
-    plan = chat_plan(
-        chat_request(body), state.tokenizer, template, state.args.reasoning_parser, state.args.tool_call_parser
-    )
-    plan.input.lora_path = adapter  # `<base>:<adapter>` names a LoRA adapter, as on the OpenAI routes
-    return plan
+    return serving_plan(state, chat_request(body), adapter)
 
 
 @router.post("/v1/messages")

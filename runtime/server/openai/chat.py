@@ -49,7 +49,7 @@ from sglang.runtime.server.openai.sampling import (
 )
 from sglang.runtime.server.openai.streaming import ChoiceCursor, Chunker, respond
 from sglang.runtime.server.openai.tool_calls import forced_call_schema
-from sglang.runtime.server.state import server_state
+from sglang.runtime.server.state import ServerState, server_state
 
 router = APIRouter()
 
@@ -303,16 +303,23 @@ class ChatChunker(Chunker):
         return [self.chunk([choice])]
 
 
-@router.post("/v1/chat/completions")
-async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
-    state = server_state(request)
-    adapter = state.check_model(body.model)
+def serving_plan(state: ServerState, body: ChatCompletionRequest, adapter: str | None) -> ChatPlan:
+    """`chat_plan` with this server's chat template and parsers, run on the LoRA `adapter` (what
+    `ServerState.check_model` found the request's model to name). Every API that runs a chat
+    (OpenAI's chat and Responses, Anthropic's Messages) plans it here."""
     try:
         template = resolve_chat_template(state.args.chat_template, state.info.chat_template)
     except ChatTemplateError as e:
         raise ApiError(400, str(e)) from None
     plan = chat_plan(body, state.tokenizer, template, state.args.reasoning_parser, state.args.tool_call_parser)
     plan.input.lora_path = adapter
+    return plan
+
+
+@router.post("/v1/chat/completions")
+async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
+    state = server_state(request)
+    plan = serving_plan(state, body, state.check_model(body.model))
     plan.input.trace_context = trace_headers(request.headers)
     header = ResponseHeader.new("chatcmpl", state.model_name)
     text = token_text(state.tokenizer)

@@ -109,14 +109,16 @@ def _bounded(default: Any, name: str) -> Any:
     return Field(default, json_schema_extra=SAMPLING_RANGES[name])
 
 
-_Extras = create_model(
-    "_Extras",
+SamplingExtras = create_model(
+    "SamplingExtras",
     __base__=UnicodeBody,
     **{name: (_published(name), None) for name in (*SAMPLING_EXTRAS, *upstream_fields.OPENAI)},
 )
+"""The SGLang sampling extras and upstream's other extras, as every OpenAI-shaped body takes them
+(completions, chat, and the Responses API's `ResponsesRequest`)."""
 
 
-class SamplingFields(_Extras):
+class SamplingFields(SamplingExtras):
     """What both endpoints share: the model, OpenAI's sampling knobs, streaming, SGLang extras.
     `None` means "SGLang's default" for every optional sampling value."""
 
