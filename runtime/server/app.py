@@ -31,6 +31,7 @@ from sglang.runtime.observability import request_stamps
 from sglang.runtime.server.anthropic import ANTHROPIC_PREFIX, anthropic_error_body, anthropic_router
 from sglang.runtime.server.embedding_api import router as embedding_router
 from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
+from sglang.runtime.server.health_api import router as health_router
 from sglang.runtime.server.info_api import router as info_router
 from sglang.runtime.server.lora_api import router as lora_router
 from sglang.runtime.server.native_api import router as native_router
@@ -42,7 +43,7 @@ from sglang.runtime.server.state import ServerState
 
 logger = logging.getLogger("sglang.server")
 
-OPEN_PATHS = frozenset({"/health", "/metrics"})
+OPEN_PATHS = frozenset({"/health", "/ping", "/ready", "/metrics"})
 """Probes and scrapes work without the API key, as load balancers and Prometheus expect.
 (`/health_generate` is not among them: it runs a generation.)"""
 
@@ -96,6 +97,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(openai_router)
     app.include_router(native_router)
     app.include_router(responses_router)
+    app.include_router(health_router)
     app.include_router(anthropic_router)
     app.include_router(ollama_router)
     app.include_router(info_router)

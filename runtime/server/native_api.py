@@ -128,30 +128,6 @@ def raise_server_failure(result: dict[str, Any] | list[dict[str, Any]]) -> None:
             raise ApiError(reason["status_code"], reason.get("message") or "internal error")
 
 
-@router.get("/health")
-async def health(request: Request) -> Response:
-    state = server_state(request)
-    if state.manager.dead_reason is not None:
-        raise ApiError(503, f"unhealthy: the engine died ({state.manager.dead_reason}); the server exits with status 1")
-    return Response(status_code=200)
-
-
-def health_probe() -> GenerateInput:
-    """The request a health check runs: one greedy token, left out of the metrics."""
-    return GenerateInput(input_ids=[0], sampling_params={"max_new_tokens": 1, "temperature": 0}, log_metrics=False)
-
-
-@router.get("/health_generate")
-async def health_generate(request: Request) -> Response:
-    """Healthy only if a one-token generation completes."""
-    state = server_state(request)
-    try:
-        await last_item(state.manager.generate(health_probe()))
-    except Exception as e:
-        raise ApiError(503, f"unhealthy: {e}") from None
-    return Response(status_code=200)
-
-
 @router.api_route("/flush_cache", methods=["GET", "POST"])
 async def flush_cache(request: Request) -> Response:
     """Empties the device tier (the radix tree over the KV pool); refused with 409 while requests
@@ -183,7 +159,9 @@ async def pause_generation(request: Request) -> Response:
         message = PauseGeneration(**body)
     except (TypeError, ValueError) as e:
         raise ApiError(400, str(e), "mode") from None
-    await server_state(request).manager.control(message)
+    state = server_state(request)
+    await state.manager.control(message)
+    state.paused = True
     return json_response({"message": "Generation paused successfully.", "status": "ok"})
 
 
@@ -195,7 +173,9 @@ async def continue_generation(request: Request) -> Response:
     empty_cache = body.pop("torch_empty_cache", True)
     if body or not isinstance(empty_cache, bool):
         raise ApiError(400, "the body takes one field, torch_empty_cache (a boolean)")
-    await server_state(request).manager.control(ContinueGeneration(empty_cache))
+    state = server_state(request)
+    await state.manager.control(ContinueGeneration(empty_cache))
+    state.paused = False
     return json_response({"message": "Generation continued successfully.", "status": "ok"})
 
 

@@ -23,6 +23,8 @@ class ServerState:
     manager: TokenizerManager
     draining: bool = False
     """Set on SIGTERM/SIGINT: new requests get 503 while running ones finish."""
+    paused: bool = False
+    """Between `/pause_generation` and `/continue_generation`: `/ready` answers 503."""
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -87,8 +87,14 @@ def test_right_key_and_open_probes(special: RunningServer, anonymous: httpx.Clie
         assert out.status_code == 200 and out.json()["meta_info"]["completion_tokens"] == 1
         assert client.get("/health_generate").status_code == 200
     # Probes and scrapes need no key, as load balancers and Prometheus expect.
-    assert anonymous.get("/health").status_code == 200
-    assert anonymous.get("/metrics").status_code == 200
+    for probe in ("/health", "/ping", "/ready", "/metrics"):
+        assert anonymous.get(probe).status_code == 200, probe
+    # SageMaker's inference route is the chat route, behind the key like it.
+    chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    assert anonymous.post("/invocations", json=chat).status_code == 401
+    with special.client() as client:
+        answer = client.post("/invocations", json=chat).json()
+    assert answer["object"] == "chat.completion" and answer["usage"]["completion_tokens"] == 1
 
 
 def test_openai_client_with_and_without_the_key(special: RunningServer) -> None:

@@ -219,16 +219,22 @@ def test_profile_routes(http: httpx.Client, tmp_path: Path) -> None:
 
 
 def test_pause_and_continue_routes(http: httpx.Client) -> None:
-    """`/pause_generation` holds new requests until `/continue_generation`; a bad mode is a 400."""
+    """`/pause_generation` holds new requests until `/continue_generation`; a bad mode is a 400.
+    Meanwhile the readiness probe fails and SageMaker's `/ping` still passes, as upstream's."""
     assert http.post("/pause_generation", json={"mode": "sometimes"}).status_code == 400
+    assert http.get("/ready").status_code == 200
     body = {"text": PROMPT, "sampling_params": greedy(2)}
     try:
         paused = http.post("/pause_generation", json={"mode": "in_place"})
         assert paused.json() == {"message": "Generation paused successfully.", "status": "ok"}
+        not_ready = http.get("/ready")
+        assert not_ready.status_code == 503 and "paused" in not_ready.json()["error"]["message"]
+        assert http.get("/ping").status_code == 200
         with pytest.raises(httpx.ReadTimeout):  # waits for the continue (closing it aborts it)
             http.post("/generate", json=body, timeout=1.5)
     finally:
         continued = http.post("/continue_generation", json={"torch_empty_cache": True})
     assert continued.json() == {"message": "Generation continued successfully.", "status": "ok"}
+    assert http.get("/ready").status_code == 200
     assert http.post("/continue_generation", json={"torch_empty_cache": "yes"}).status_code == 400
     assert generate(http, **body)["meta_info"]["completion_tokens"] == 2

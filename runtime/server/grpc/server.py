@@ -13,7 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from smg_grpc_proto import sglang_scheduler_pb2 as pb
 from smg_grpc_proto import sglang_scheduler_pb2_grpc as pb_grpc
 
-from sglang.runtime.server import native_api
+from sglang.runtime.server import health_api, native_api
 from sglang.runtime.server.errors import ApiError, error_response
 from sglang.runtime.server.grpc.servicer import SchedulerServicer
 from sglang.runtime.server.state import ServerState
@@ -58,7 +58,7 @@ class GrpcServer:
 
 
 def create_sidecar_app(state: ServerState) -> FastAPI:
-    """The HTTP sidecar: Prometheus metrics and health probes of the gRPC server's engine."""
+    """The HTTP sidecar: Prometheus metrics and the probes (`health_api`) of the gRPC server's engine."""
     app = FastAPI(title="sglang gRPC sidecar")
     app.state.server = state
     state.metrics()
@@ -68,6 +68,5 @@ def create_sidecar_app(state: ServerState) -> FastAPI:
         return error_response(error)
 
     app.add_api_route("/metrics", native_api.metrics, methods=["GET"])
-    app.add_api_route("/health", native_api.health, methods=["GET"])
-    app.add_api_route("/health_generate", native_api.health_generate, methods=["GET"])
+    app.include_router(health_api.router)
     return app

@@ -28,7 +28,7 @@ from sglang.runtime.processes.tokenizer_manager import EngineDeadError, QueueFul
 from sglang.runtime.requests.generate_input import InvalidRequestError
 from sglang.runtime.server.grpc.request import generate_input, trace_context
 from sglang.runtime.server.grpc.response import StreamCursor, chunk, complete
-from sglang.runtime.server.native_api import health_probe
+from sglang.runtime.server.health_api import health_probe
 from sglang.runtime.server.state import ServerState
 
 HEALTH_CHECK_TIMEOUT_S = 20.0
@@ -172,7 +172,7 @@ class SchedulerServicer(pb_grpc.SglangSchedulerServicer):
             server_args=_struct(args),
             scheduler_info=_struct(status.to_json()),
             active_requests=len(self.state.manager.pending),
-            is_paused=False,
+            is_paused=self.state.paused,
             uptime_seconds=time.time() - self.started,
             sglang_version=__version__,
             server_type="grpc",

@@ -1,5 +1,5 @@
 """The OpenAI-compatible API: /v1/models, /v1/completions, /v1/chat/completions, and
-upstream SGLang's /v1/tokenize, /v1/detokenize and /v1/score.
+upstream SGLang's /v1/tokenize, /v1/detokenize and /v1/score (and SageMaker's /invocations).
 
 The app mounts `openai_router`; handlers reach the engine through `server_state(request)` and
 raise `ApiError`, which the app turns into OpenAI error bodies. Everything between the HTTP
@@ -20,5 +20,7 @@ openai_router.include_router(completions.router)
 openai_router.include_router(models.router)
 openai_router.include_router(tokenize.router)
 openai_router.include_router(score.router)
+# SageMaker's inference route: the chat route, as upstream serves it.
+openai_router.add_api_route("/invocations", chat.create_chat_completion, methods=["POST"])
 
 __all__ = ["openai_router"]
