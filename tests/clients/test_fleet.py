@@ -6,7 +6,7 @@ and each router runs from its own venv:
 - sglang-router 0.3.2 (smg's predecessor; marked slow, as smg below covers the same routing), round
   robin over A and B: native and OpenAI requests, streaming included, are answered, and both
   workers serve some;
-- smg 1.13.0, cache aware over A and B: the same requests are answered; requests that share a
+- smg 1.13.0, cache aware over A and B: the same requests (and a Responses API one) are answered; requests that share a
   long prefix all land on one worker (each worker's finished-request counter says which) and
   that worker serves the prefix from its cache; B killed while requests are in flight leaves
   rotation, only requests that were in flight on B may fail, and every request sent after the
@@ -138,8 +138,17 @@ def chat(client: httpx.Client, model: str, content: str, stream: bool = False) -
     assert "".join(deltas), events
 
 
-def every_kind(router: RunningServer) -> int:
-    """One request of each kind through `router`; returns how many were sent."""
+def responses(client: httpx.Client, model: str, content: str) -> None:
+    body = {"model": model, "input": content, "max_output_tokens": MAX_TOKENS, "temperature": 0}
+    response = client.post("/v1/responses", json=body)
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert out["object"] == "response" and out["output"][0]["content"][0]["text"], out
+
+
+def every_kind(router: RunningServer, responses_api: bool = False) -> int:
+    """One request of each kind through `router` (OpenAI's Responses API too where the router
+    forwards it: smg does); returns how many were sent."""
     model = model_id(router)
     sent: list[Callable[[httpx.Client], None]] = [
         lambda c: generate(c, "The capital of France is"),
@@ -149,6 +158,8 @@ def every_kind(router: RunningServer) -> int:
         lambda c: chat(c, model, "What is the capital of Germany?"),
         lambda c: chat(c, model, "What is the capital of Egypt?", stream=True),
     ]
+    if responses_api:
+        sent.append(lambda c: responses(c, model, "What is the capital of Peru?"))
     with httpx.Client(base_url=router.url, timeout=REQUEST_TIMEOUT_S) as client:
         for send in sent:
             send(client)
@@ -181,7 +192,7 @@ def test_sglang_router_routes_every_kind(
 def test_smg_routes_every_kind(smg: RunningServer, fleet: Fleet, figures: dict[str, str]) -> None:
     assert {w["url"] for w in routers.workers(smg)} == {fleet.a.url, fleet.b.url}
     before = fleet.counts(fleet.a, fleet.b)
-    sent = every_kind(smg)
+    sent = every_kind(smg, responses_api=True)
     split = [after - b for after, b in zip(fleet.counts(fleet.a, fleet.b), before, strict=True)]
     figures["smg every kind"] = f"{sent} requests, split A/B {split[0]:.0f}/{split[1]:.0f}"
     assert sum(split) == sent
