@@ -68,6 +68,7 @@ class Engine:
             args.max_queued_requests,
             tracer,
             args.allow_auto_truncate,
+            args.weight_version,
         )
         manager.start()
         loop = asyncio.get_running_loop()

@@ -61,6 +61,9 @@ class ServerArgs:
         None, "With --smg-grpc-mode: the port of the HTTP sidecar (/metrics, /health); default: --port + 1."
     )
     served_model_name: str | None = _opt(None, "Model name the OpenAI API reports and accepts.")
+    weight_version: str = _opt(
+        "default", "Label of the served weights, in every output's meta_info; /update_weight_version changes it."
+    )
     chat_template: str | None = _opt(None, "Chat template: a named template or a Jinja file; default: the model's own.")
     reasoning_parser: str | None = _opt(
         None,

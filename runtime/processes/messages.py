@@ -101,6 +101,8 @@ class RequestMeta:
     """Seconds from arrival to the request's first admission (None while it waits)."""
     cached_tokens_details: dict[str, int | str] | None = None
     """`cached_tokens` per cache tier: device, host, storage (None without the hierarchical cache)."""
+    retractions: int = 0
+    """Times the request was retracted (KV full, or a retracting pause) and recomputed."""
 
 
 @dataclass

@@ -95,8 +95,12 @@ class TokenizerManager:
         max_queued: int,
         tracer: StageTracer | None = None,
         allow_auto_truncate: bool = False,
+        weight_version: str = "default",
     ) -> None:
         self.info = info
+        self.weight_version = weight_version
+        """The label of the served weights in every output's `meta_info` (`--weight-version`,
+        changed by `/update_weight_version`)."""
         self.admission = Admission(info, tokenizer, allow_auto_truncate, dict(info.lora_adapters or {}))
         """Checks and tokenizes each prompt before it is queued (and knows the loaded adapters)."""
         self.tracer = tracer
@@ -271,7 +275,7 @@ class TokenizerManager:
 
     def _output(self, item: SingleInput, update: TextUpdate, info: MetaInfo, prompt_ids: list[int]) -> dict[str, Any]:
         """The user's output dict: the update's text and ids with the request's `meta_info`."""
-        meta = info.to_json(item.rid, update.finish_reason)
+        meta = info.to_json(item.rid, update.finish_reason, self.weight_version)
         if item.return_prompt_token_ids:
             meta["prompt_token_ids"] = prompt_ids
         if item.return_text_in_logprobs and "output_token_logprobs" in meta:

@@ -42,16 +42,18 @@ class MetaInfo:
         for name, entries in self.logs.items():
             entries.extend(getattr(meta.logprobs, name))
 
-    def to_json(self, rid: str, finish_reason: FinishReason | None) -> dict[str, Any]:
+    def to_json(self, rid: str, finish_reason: FinishReason | None, weight_version: str = "default") -> dict[str, Any]:
         """The `meta_info` of the output now; logprob fields only when asked for. Lists are
-        copies: an output handed to a caller does not change as later updates arrive."""
-        out: dict[str, Any] = {"id": rid}
+        copies: an output handed to a caller does not change as later updates arrive.
+        `weight_version` is the server's label of its weights (upstream's field and default)."""
+        out: dict[str, Any] = {"id": rid, "weight_version": weight_version}
         if (meta := self.latest) is not None:
             out |= {
                 "prompt_tokens": meta.prompt_tokens,
                 "completion_tokens": meta.completion_tokens,
                 "cached_tokens": meta.cached_tokens,
                 "cached_tokens_details": meta.cached_tokens_details,
+                "num_retractions": meta.retractions,
             }
         out["finish_reason"] = None if finish_reason is None else finish_reason.to_json()
         if meta is not None:

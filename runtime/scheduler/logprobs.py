@@ -71,4 +71,5 @@ def request_meta(req: Req) -> RequestMeta:
         spec_draft_tokens=req.spec_draft_tokens,
         spec_accepted_tokens=req.spec_accepted_tokens,
         queue_time=None if req.admit_time is None else req.admit_time - req.arrival_time,
+        retractions=req.retractions,
     )

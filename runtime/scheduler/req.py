@@ -96,6 +96,8 @@ class Req:
         self.stop_token_ids = frozenset(self.params.stop_token_ids or ()) | self.eos_token_ids
         # Speculative decoding's counts (runtime/speculative/verify_step.py, TOTALS).
         self.spec_verify_ct = self.spec_draft_tokens = self.spec_accepted_tokens = 0
+        self.retractions = 0
+        """Times the request went back to the queue, its KV released (upstream's num_retractions)."""
         self.logit_bias: torch.Tensor | None = None
         if self.params.logit_bias:
             self.logit_bias = torch.zeros(vocab_size)

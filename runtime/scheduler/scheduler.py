@@ -324,6 +324,7 @@ class Scheduler:
     def _retract(self, req: Req) -> None:
         """Back to the queue, its KV released: it is recomputed (from its cached prefix) when admitted again."""
         self.stats["retractions"] += 1
+        req.retractions += 1
         self.running.remove(req)
         self._release_kv(req)
         self.waiting.append(req)

@@ -40,6 +40,7 @@ from sglang.runtime.server.openai import openai_router
 from sglang.runtime.server.parsers_api import router as parsers_router
 from sglang.runtime.server.responses_api import responses_router
 from sglang.runtime.server.state import ServerState
+from sglang.runtime.server.weights_api import router as weights_router
 
 logger = logging.getLogger("sglang.server")
 
@@ -104,6 +105,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(lora_router)
     app.include_router(parsers_router)
     app.include_router(embedding_router)
+    app.include_router(weights_router)
     return app
 
 

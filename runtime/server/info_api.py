@@ -38,6 +38,7 @@ async def server_info(request: Request) -> dict[str, Any]:
         "model_path": info.model_path,
         "tokenizer_path": info.tokenizer_path,
         "served_model_name": state.model_name,
+        "weight_version": state.manager.weight_version,
         "context_length": info.context_length,
         "max_total_num_tokens": info.max_total_tokens,
         "tp_size": state.args.tp_size,

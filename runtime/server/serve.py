@@ -83,7 +83,13 @@ async def _serve(args: ServerArgs, children: Children, tokenizer) -> int:
 
     tracer = StageTracer.start(args.trace_config("tokenizer_manager"))
     manager = TokenizerManager(
-        children.endpoints, children.info, tokenizer, args.max_queued_requests, tracer, args.allow_auto_truncate
+        children.endpoints,
+        children.info,
+        tokenizer,
+        args.max_queued_requests,
+        tracer,
+        args.allow_auto_truncate,
+        args.weight_version,
     )
     manager.start()
     loop = asyncio.get_running_loop()

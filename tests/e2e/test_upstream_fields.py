@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from sglang.ci.servers import sse_events
+from sglang.ci.servers import RunningServer, sse_events
 from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 from sglang.runtime.requests import upstream_fields
 
@@ -238,3 +239,62 @@ def test_pause_and_continue_routes(http: httpx.Client) -> None:
     assert http.get("/ready").status_code == 200
     assert http.post("/continue_generation", json={"torch_empty_cache": "yes"}).status_code == 400
     assert generate(http, **body)["meta_info"]["completion_tokens"] == 2
+
+
+class _Stream(threading.Thread):
+    """A streamed /generate on a client of its own; `started` is set at its first output."""
+
+    def __init__(self, server: RunningServer, body: dict[str, Any]) -> None:
+        super().__init__()
+        self.server, self.body = server, body
+        self.started = threading.Event()
+        self.outputs: list[dict[str, Any]] = []
+
+    def run(self) -> None:
+        with self.server.client() as client, client.stream("POST", "/generate", json=self.body) as response:
+            for event in sse_events(response.iter_lines()):
+                if isinstance(event, dict):
+                    self.outputs.append(event)
+                    self.started.set()
+
+
+def _long_stream(server: RunningServer) -> _Stream:
+    stream = _Stream(server, {"text": PROMPT, "sampling_params": greedy(300, ignore_eos=True), "stream": True})
+    stream.start()
+    assert stream.started.wait(60), "the stream did not start"
+    return stream
+
+
+def test_a_retracted_request_counts_it(http: httpx.Client, server: RunningServer) -> None:
+    """Upstream's `num_retractions`: a retracting pause sends the running request back to the queue."""
+    assert generate(http, text=PROMPT, sampling_params=greedy(1))["meta_info"]["num_retractions"] == 0
+    stream = _long_stream(server)
+    try:
+        assert http.post("/pause_generation", json={"mode": "retract"}).status_code == 200
+    finally:
+        http.post("/continue_generation", json={})
+    stream.join(120)
+    final = stream.outputs[-1]["meta_info"]
+    assert final["completion_tokens"] == 300 and final["num_retractions"] == 1
+
+
+def test_update_weight_version(http: httpx.Client, server: RunningServer) -> None:
+    """Upstream's `weight_version`: in every output and in /server_info; `/update_weight_version`
+    changes it, by default after aborting what runs (so no output mixes two labels)."""
+    assert generate(http, text=PROMPT, sampling_params=greedy(1))["meta_info"]["weight_version"] == "default"
+    assert http.post("/update_weight_version", json={"new_version": 7}).status_code == 400
+    stream = _long_stream(server)
+    try:
+        updated = http.post("/update_weight_version", json={"new_version": "step-7"})
+        assert updated.json() == {
+            "success": True,
+            "message": "Weight version updated to step-7",
+            "new_version": "step-7",
+        }
+        stream.join(120)
+        final = stream.outputs[-1]["meta_info"]
+        assert final["finish_reason"]["type"] == "abort" and final["completion_tokens"] < 300
+        assert generate(http, text=PROMPT, sampling_params=greedy(1))["meta_info"]["weight_version"] == "step-7"
+        assert http.get("/server_info").json()["weight_version"] == "step-7"
+    finally:
+        http.post("/update_weight_version", json={"new_version": "default", "abort_all_requests": False})
