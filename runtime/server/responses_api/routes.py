@@ -80,7 +80,8 @@ def _check_background(store: ResponseStore, body: ResponsesRequest) -> None:
 
 
 class _Finisher:
-    """Builds a non-streamed response object from the final output, and stores its turn."""
+    """Builds a non-streamed response object from the final output; `conversation` then ends with
+    its answer (what a stored response keeps for the next turn)."""
 
     def __init__(self, state: ServerState, shell: ResponseShell, plan: ChatPlan, conversation: list[Any]) -> None:
         self.state, self.shell, self.plan, self.conversation = state, shell, plan, conversation

@@ -30,7 +30,6 @@ class StoredResponse:
     conversation: list[dict[str, Any]]
     task: asyncio.Task[None] | None = None
     """A background response's generation while it runs."""
-    rid: str = ""
 
 
 @dataclass
