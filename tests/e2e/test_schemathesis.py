@@ -40,10 +40,11 @@ OLLAMA_GENERATION = ("/api/generate", "/api/chat")
 OUTPUT_CAPS = ("max_tokens", "max_completion_tokens")
 """An OpenAI body with either set (and capped) has a short output; one with neither gets one."""
 STATUSES: Counter[tuple[str, int]] = Counter()
-NOT_FUZZED = ("/start_profile", "/stop_profile", "/pause_generation", "/continue_generation")
+NOT_FUZZED = ("/start_profile", "/stop_profile", "/pause_generation", "/continue_generation", "/update_weight_version")
 """Routes that change the shared server for every later case: a started profile records it until
 stopped (and writes its trace outside the test's folders), a pause holds every request until
-continued. tests/e2e/test_upstream_fields.py checks them."""
+continued, a new weight version labels every later output. tests/e2e/test_upstream_fields.py
+checks them."""
 
 
 def _capped(value: Any) -> Any:

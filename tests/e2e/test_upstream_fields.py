@@ -281,7 +281,8 @@ def test_a_retracted_request_counts_it(http: httpx.Client, server: RunningServer
 def test_update_weight_version(http: httpx.Client, server: RunningServer) -> None:
     """Upstream's `weight_version`: in every output and in /server_info; `/update_weight_version`
     changes it, by default after aborting what runs (so no output mixes two labels)."""
-    assert generate(http, text=PROMPT, sampling_params=greedy(1))["meta_info"]["weight_version"] == "default"
+    version = http.get("/server_info").json()["weight_version"]
+    assert generate(http, text=PROMPT, sampling_params=greedy(1))["meta_info"]["weight_version"] == version
     assert http.post("/update_weight_version", json={"new_version": 7}).status_code == 400
     stream = _long_stream(server)
     try:
@@ -297,4 +298,4 @@ def test_update_weight_version(http: httpx.Client, server: RunningServer) -> Non
         assert generate(http, text=PROMPT, sampling_params=greedy(1))["meta_info"]["weight_version"] == "step-7"
         assert http.get("/server_info").json()["weight_version"] == "step-7"
     finally:
-        http.post("/update_weight_version", json={"new_version": "default", "abort_all_requests": False})
+        http.post("/update_weight_version", json={"new_version": version, "abort_all_requests": False})
