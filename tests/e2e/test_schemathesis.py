@@ -37,6 +37,8 @@ CAPPED = {
 }
 MAX_ITEMS = 4
 OLLAMA_GENERATION = ("/api/generate", "/api/chat")
+OPENAI_GENERATION = ("/v1/completions", "/v1/chat/completions", "/invocations")
+"""OpenAI-shaped bodies whose output length is `max_tokens` (SageMaker's /invocations is the chat route)."""
 OUTPUT_CAPS = ("max_tokens", "max_completion_tokens")
 """An OpenAI body with either set (and capped) has a short output; one with neither gets one."""
 STATUSES: Counter[tuple[str, int]] = Counter()
@@ -77,7 +79,7 @@ def _cheap(path: str, body: Any) -> Any:
         for one in params if isinstance(params, list) else [params]:
             if isinstance(one, dict) and one.get("max_new_tokens") is None:
                 one["max_new_tokens"] = 2
-    elif path in ("/v1/completions", "/v1/chat/completions") and all(body.get(k) is None for k in OUTPUT_CAPS):
+    elif path in OPENAI_GENERATION and all(body.get(k) is None for k in OUTPUT_CAPS):
         body["max_tokens"] = 2
     elif path == "/v1/responses" and body.get("max_output_tokens") is None:
         body["max_output_tokens"] = 2
