@@ -100,6 +100,19 @@ def test_streamed_events_add_up_to_the_whole(client: openai.OpenAI) -> None:
     assert client.responses.retrieve(final.id).output_text == deltas
 
 
+def test_logprobs_whole_and_streamed(client: openai.OpenAI) -> None:
+    fields = {"model": "default", "input": QUESTION, "temperature": 0, "max_output_tokens": 8, "top_logprobs": 2}
+    fields |= {"include": ["message.output_text.logprobs"], "extra_body": {"ignore_eos": True}}
+    whole = client.responses.create(**fields).output[0].content[0].logprobs
+    assert len(whole) == 8 and all(len(entry.top_logprobs) == 2 for entry in whole)
+    assert all(entry.logprob >= entry.top_logprobs[-1].logprob for entry in whole)
+    events = list(client.responses.create(**fields, stream=True))
+    streamed = [entry for e in events if e.type == "response.output_text.delta" for entry in e.logprobs]
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in whole]
+    plain = client.responses.create(model="default", input=QUESTION, max_output_tokens=4, top_logprobs=2)
+    assert plain.output[0].content[0].logprobs == []  # not asked for through `include`
+
+
 def test_a_function_call_round_trip(client: openai.OpenAI) -> None:
     forced = {"type": "function", "name": "get_weather"}
     called = client.responses.create(

@@ -171,6 +171,31 @@ def test_stream_event_order_with_reasoning_text_and_a_call() -> None:
     assert [c["function"] for c in whole.calls] == [c["function"] for c in stream.turn.calls]
 
 
+def test_stream_logprobs_follow_the_text_deltas() -> None:
+    """Each text delta carries the entries of the tokens since the previous one; those of text
+    held back (a possible call that was not one) go with the next delta, and `.done` has all."""
+    issued: list[dict[str, str]] = []
+
+    def new(meta: dict[str, Any]) -> list[Any]:  # one entry per output token, named by its index
+        added = [{"token": str(i)} for i in range(len(issued), meta["completion_tokens"])]
+        issued.extend(added)
+        return added
+
+    stream = EventStream(ResponseShell("resp_1", "m", request()), TOOLS, None, len, new)
+    text, events = "", []
+    pieces = ["Hello", " <tool", "_cal", "l> no", "pe."]  # held back until it cannot be a call
+    for i, piece in enumerate(pieces):
+        text += piece
+        events += stream.update(output(text, {"type": "stop"} if i == len(pieces) - 1 else None, tokens=i + 1))
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert "".join(e["delta"] for e in deltas) == "".join(pieces)
+    sent = [entry["token"] for e in deltas for entry in e["logprobs"]]
+    assert sent == ["0", "1", "2", "3", "4"]
+    (done,) = [e for e in events if e["type"] == "response.output_text.done"]
+    assert [entry["token"] for entry in done["logprobs"]] == sent
+    assert stream.final is not None and stream.final["output"][0]["content"][0]["logprobs"] == done["logprobs"]
+
+
 def test_stream_of_nothing_still_has_a_message_and_an_incomplete_end() -> None:
     _, events = _stream(None, None, [""], {"type": "length"})
     kinds = [e["type"] for e in events]

@@ -6,9 +6,12 @@ deltas and `response.output_item.done` (a reasoning item: `response.reasoning_te
 `.done`; the message: `response.content_part.added`, `response.output_text.delta` / `.done`,
 `response.content_part.done`; a function call: `response.function_call_arguments.delta` /
 `.done`); then `response.completed` or `response.incomplete` with the whole response. Text
-that may still turn out to be a tool call is held back (`ToolCallStream`), so text sent is never
-contradicted by the parse at the end; calls go out whole when the output ends (only those valid
-in the whole output: `output_split.py`). An error after the stream began is one `error` event, which ends it.
+that may still turn out to be a tool call is held back, so text sent is never contradicted by
+the parse at the end; calls go out whole when the output ends (only those valid in the whole
+output: `output_split.py`). An error after the stream began is one `error` event, which ends
+it. With `include: ["message.output_text.logprobs"]` each text delta carries the entries of the
+tokens generated since the previous delta (thinking and held-back text included, as in a whole
+response, whose answer carries every token's), and `.done` all of them.
 """
 
 from __future__ import annotations
@@ -49,9 +52,15 @@ class EventStream:
         tools: ToolParsing | None,
         reasoning: ReasoningSplit | None,
         count_tokens: Callable[[str], int],
+        new_logprobs: Callable[[dict[str, Any]], list[Any]] | None = None,
     ) -> None:
-        self.shell, self.count_tokens = shell, count_tokens
+        """`new_logprobs(meta_info)`: the logprob entries of the tokens it adds, where the client
+        asked for them (`include`); each text delta carries those that came since the last one."""
+        self.shell, self.count_tokens, self.new_logprobs = shell, count_tokens, new_logprobs
         self.splitter = StreamSplitter(tools, reasoning)
+        self.logprobs: list[Any] = []
+        """The entries of every token so far; those past `logprobs_sent` are not sent yet."""
+        self.logprobs_sent = 0
         self.sequence = 0
         self.started = False
         self.seen = 0
@@ -75,6 +84,8 @@ class EventStream:
         """The events the newest cumulative `output` adds. Raises ApiError for an aborted output."""
         meta, full = output["meta_info"], output["text"]
         events: list[Event] = []
+        if self.new_logprobs is not None:
+            self.logprobs += self.new_logprobs(meta)
         if not self.started:
             self.started = True
             opening = self.shell.object("in_progress", [])
@@ -118,7 +129,8 @@ class EventStream:
         where = self._where()
         if kind == "reasoning":
             return [*events, self.event("response.reasoning_text.delta", **where, delta=piece)]
-        return [*events, self.event("response.output_text.delta", **where, delta=piece, logprobs=[])]
+        logprobs, self.logprobs_sent = self.logprobs[self.logprobs_sent :], len(self.logprobs)
+        return [*events, self.event("response.output_text.delta", **where, delta=piece, logprobs=logprobs)]
 
     def _close(self, status: str) -> list[Event]:
         if self.open is None:
@@ -131,10 +143,13 @@ class EventStream:
             events = [self.event("response.reasoning_text.done", **where, text=text)]
         else:
             self.turn.text = text
-            item = message_item(self.open_id, text, status, None)
-            part = text_part(text, None)
-            events = [
-                self.event("response.output_text.done", **where, text=text, logprobs=[]),
+            item = message_item(self.open_id, text, status, self.logprobs)
+            part = text_part(text, self.logprobs)
+            # Tokens that added no text (a special token) still send their entries, as the chat
+            # route's chunks do: in a last, empty delta.
+            events = self._delta("message", "") if self.logprobs_sent < len(self.logprobs) else []
+            events += [
+                self.event("response.output_text.done", **where, text=text, logprobs=self.logprobs),
                 self.event("response.content_part.done", **where, part=part),
             ]
         events.append(self.event("response.output_item.done", output_index=len(self.items), item=item))

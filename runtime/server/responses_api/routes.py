@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -24,6 +25,7 @@ from sglang.runtime.server.errors import ApiError, as_api_error
 from sglang.runtime.server.openai.chat import ChatPlan, serving_plan
 from sglang.runtime.server.openai.logprobs import chat_logprobs, token_text
 from sglang.runtime.server.openai.responses import json_response, run_to_end
+from sglang.runtime.server.openai.streaming import ChoiceCursor
 from sglang.runtime.server.output_split import split_output
 from sglang.runtime.server.output_stream import start_stream, stream_body
 from sglang.runtime.server.responses_api.convert import chat_request
@@ -89,6 +91,13 @@ class _Finisher:
     def count_tokens(self, text: str) -> int:
         return len(self.state.tokenizer.encode(text, add_special_tokens=False))
 
+    def logprob_stream(self) -> Callable[[dict[str, Any]], list[Any]] | None:
+        """What a stream's text deltas take their logprob entries from (None: not asked for)."""
+        if not self.plan.logprobs:
+            return None
+        cursor, text = ChoiceCursor(), token_text(self.state.tokenizer)
+        return lambda meta: chat_logprobs(*cursor.new_tokens(meta), text)
+
     def response(self, output: dict[str, Any]) -> dict[str, Any]:
         meta = output["meta_info"]
         status = status_of(meta)
@@ -118,7 +127,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     if body.background:
         return json_response(_start_background(state, store, shell, plan, finisher))
     if body.stream:
-        events = EventStream(shell, plan.tools, plan.reasoning, finisher.count_tokens)
+        events = EventStream(shell, plan.tools, plan.reasoning, finisher.count_tokens, finisher.logprob_stream())
         first, outputs = await start_stream(state.manager, plan.input, plan.names)
 
         def render(output: dict[str, Any]) -> list[bytes]:
