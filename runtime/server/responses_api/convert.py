@@ -135,18 +135,19 @@ def _extras(request: ResponsesRequest) -> dict[str, Any]:
         "priority",
         "regex",
         "ebnf",
+        "frequency_penalty",
+        "presence_penalty",
+        "user",
+        "chat_template_kwargs",
     )
-    fields = {name: getattr(request, name) for name in names if getattr(request, name) is not None}
-    fields |= {name: getattr(request, name) for name in ("frequency_penalty", "presence_penalty", "user")}
+    fields = {name: value for name in names if (value := getattr(request, name)) is not None}
     if request.max_output_tokens is not None:
         fields["max_completion_tokens"] = request.max_output_tokens
     if LOGPROBS in (request.include or []):
         fields.update(logprobs=True, top_logprobs=request.top_logprobs or 0)
-    if request.chat_template_kwargs is not None:
-        fields["chat_template_kwargs"] = request.chat_template_kwargs
     if request.reasoning is not None and request.reasoning.effort is not None:
         fields["reasoning_effort"] = request.reasoning.effort
-    return {k: v for k, v in fields.items() if v is not None}
+    return fields
 
 
 def chat_request(request: ResponsesRequest, history: list[Message]) -> tuple[ChatCompletionRequest, list[Message]]:
