@@ -10,6 +10,9 @@ looked up when a method runs, never at import, so this file imports on any machi
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +26,17 @@ from sglang.ops.step import StepOutput
 BucketStep = Callable[[list[torch.Tensor]], StepOutput]
 """One decode bucket's step: KV buffers in; float32 logits of every padded row `[bucket, V]` and
 the KV buffers it wrote out (the same tensors on in-place devices)."""
+
+
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (which has `malloc_trim`), else None."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
 
 
 @dataclass(frozen=True)
@@ -64,7 +78,12 @@ class DeviceRuntime:
         return MemoryInfo(free_bytes=fields["MemAvailable"], total_bytes=fields["MemTotal"])
 
     def empty_cache(self) -> None:
-        """The host allocator returns memory on its own."""
+        """Returns the C allocator's free heap memory to the system (glibc's `malloc_trim`): large
+        freed blocks otherwise stay in the process, since glibc raises its mmap threshold to the
+        size of each one freed (so the next ones come from the heap, which it keeps)."""
+        libc = _glibc()
+        if libc is not None:
+            libc.malloc_trim(0)
 
     def read_slots(self, buffer: torch.Tensor, axis: int, slots: torch.Tensor) -> torch.Tensor:
         """A host copy of `buffer`'s entries at `slots` along its slot `axis` (KV pages leaving
