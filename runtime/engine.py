@@ -24,12 +24,14 @@ from sglang.runtime.processes.control import (
     ContinueGeneration,
     FlushCache,
     GetSchedulerStatus,
+    GetWeightsByName,
     LoadLoraAdapter,
     PauseGeneration,
     PauseMode,
     StartProfile,
     StopProfile,
     UnloadLoraAdapter,
+    UpdateWeightsFromDisk,
 )
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.preload import TOKENIZER_CODE, preload
@@ -181,6 +183,20 @@ class Engine:
 
     def _lora_reply(self, message: LoadLoraAdapter | UnloadLoraAdapter) -> dict[str, Any]:
         return self._call(self.manager.control(message, timeout=300.0)).to_json()
+
+    def update_weights_from_disk(self, model_path: str, load_format: str | None = None) -> tuple[bool, str, int]:
+        """Upstream's: the weights replaced in place by another checkpoint of the same model, after
+        the requests in flight finish; `(success, message, num_paused_requests)`."""
+        try:
+            message = UpdateWeightsFromDisk(model_path, load_format=load_format)
+        except ValueError as e:
+            return False, str(e), 0
+        result = self._call(self.manager.update_weights_from_disk(message))
+        return result.success, result.message, 0
+
+    def get_weights_by_name(self, name: str, truncate_size: int = 100) -> list[Any] | None:
+        """Upstream's: checkpoint tensor `name` as float lists (its first `truncate_size` rows), or None."""
+        return self._call(self.manager.control(GetWeightsByName(name, truncate_size))).parameter
 
     def pause_generation(self, mode: PauseMode = "abort") -> None:
         """Upstream's: no model step runs until `continue_generation` (modes: `Scheduler.pause`)."""

@@ -8,13 +8,13 @@ its `sglang serve` (or a peer server, or a router) through here.
 - `running`: `RunningServer`, a started process: readiness, log tail, clients, stop and kill;
 - `launcher`: `launch`, `launched` and `ServerGroup`, which start processes so that each one is
   always reaped;
-- `observe`: reading a server from a test: SSE streams, Prometheus totals, polling.
+- `observe`: reading a server from a test: SSE streams, a streamed /generate in a thread, polling.
 
 It imports nothing heavier than httpx, so a benchmark can use it without torch.
 """
 
 from sglang.ci.servers.launcher import ServerGroup, launch, launched
-from sglang.ci.servers.observe import DONE, sse_events, sse_payload, wait_until
+from sglang.ci.servers.observe import DONE, GenerateStream, sse_events, sse_payload, wait_until
 from sglang.ci.servers.running import RunningServer
 from sglang.ci.servers.spec import (
     CPU_THREADS,
@@ -35,6 +35,7 @@ __all__ = [
     "HOST",
     "REQUEST_TIMEOUT_S",
     "STARTUP_TIMEOUT_S",
+    "GenerateStream",
     "LaunchSpec",
     "RunningServer",
     "ServerGroup",

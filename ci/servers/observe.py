@@ -1,12 +1,16 @@
-"""Reading a server from a test or benchmark: server-sent event payloads, and polling until a
-condition holds (every wait has a deadline)."""
+"""Reading a server from a test or benchmark: server-sent event payloads, a streamed /generate
+in a thread of its own, and polling until a condition holds (every wait has a deadline)."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sglang.ci.servers.running import RunningServer
 
 DONE = "[DONE]"
 """The OpenAI stream's last payload, returned as this string rather than decoded."""
@@ -27,6 +31,24 @@ def sse_events(lines: Iterable[str]) -> Iterator[Any]:
         payload = sse_payload(line)
         if payload is not None:
             yield payload
+
+
+class GenerateStream(threading.Thread):
+    """A streamed /generate on a client of its own, in a thread: `outputs` collects its events,
+    `started` is set at the first."""
+
+    def __init__(self, server: RunningServer, body: dict[str, Any]) -> None:
+        super().__init__()
+        self.server, self.body = server, body
+        self.started = threading.Event()
+        self.outputs: list[dict[str, Any]] = []
+
+    def run(self) -> None:
+        with self.server.client() as client, client.stream("POST", "/generate", json=self.body) as response:
+            for event in sse_events(response.iter_lines()):
+                if isinstance(event, dict):
+                    self.outputs.append(event)
+                    self.started.set()
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.2, what: str = "") -> Any:

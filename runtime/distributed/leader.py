@@ -25,9 +25,11 @@ import torch
 from sglang.ops.collectives import Communicator
 from sglang.ops.step import StepInputs
 from sglang.runtime.execution.model_runner import ModelRunner
+from sglang.runtime.loader.live_weights import WeightUpdateError
 from sglang.runtime.lora.replica import AttachLora, LoadLora, LoraCommand, LoraReplica, UnloadLora, WriteLoraSlot
 from sglang.runtime.memory.tier_commands import TierCommand
 from sglang.runtime.memory.tier_replica import TierReplica
+from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,14 @@ class CopyKv:
 
 
 @dataclass(frozen=True)
+class ReloadWeights:
+    """`ModelRunner.reload_weights` from `model_path`, each rank reading its shard."""
+
+    args: ServerArgs
+    model_path: str
+
+
+@dataclass(frozen=True)
 class Heartbeat:
     """Rank 0 is alive and idle."""
 
@@ -61,7 +71,7 @@ class Stop:
     """The followers' loop ends."""
 
 
-Command = Forward | CopyKv | LoraCommand | TierCommand | Heartbeat | Stop
+Command = Forward | CopyKv | ReloadWeights | LoraCommand | TierCommand | Heartbeat | Stop
 
 
 class LeaderRunner:
@@ -95,6 +105,10 @@ class LeaderRunner:
     ) -> None:
         self._send(CopyKv(src_slots, dst_slots, src_positions, position_delta))
         self.runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
+
+    def reload_weights(self, args: ServerArgs, model_path: str) -> None:
+        self._send(ReloadWeights(args, model_path))
+        self.runner.reload_weights(args, model_path)
 
     def kv_copy_unsupported(self) -> str | None:
         # Every rank has the same layout for its share of the KV heads, so rank 0's answer holds for all.
@@ -132,6 +146,11 @@ class Follower:
                 self.runner.forward(step)
             case CopyKv(src_slots, dst_slots, src_positions, position_delta):
                 self.runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
+            case ReloadWeights(args, model_path):
+                try:
+                    self.runner.reload_weights(args, model_path)
+                except WeightUpdateError as e:  # rank 0 checks the same and answers the caller
+                    logger.error("weights not updated: %s", e)
             case AttachLora() | LoadLora() | WriteLoraSlot() | UnloadLora():
                 self.lora.apply(command)
             case _ if isinstance(command, TierCommand):

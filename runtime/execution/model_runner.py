@@ -20,9 +20,11 @@ from sglang.platforms.base import Platform, StepMode
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.execution.window_layers import WindowLayout
 from sglang.runtime.layers.attention import SelfAttention
+from sglang.runtime.loader.live_weights import reload_weights
 from sglang.runtime.memory.kv_dtype import kv_pool_dtype
 from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.models.decoder import DecoderForCausalLM
+from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +154,13 @@ class ModelRunner:
         attention = AttentionInputs(lengths, lengths, slots)
         ids = torch.zeros(tokens, dtype=torch.long, device=self.device)
         return StepInputs(ids, positions, attention, torch.arange(len(lengths), device=self.device))
+
+    def reload_weights(self, args: ServerArgs, model_path: str) -> None:
+        """The model's weights replaced in place by `model_path`'s (`live_weights.reload_weights`):
+        captured steps keep running on the same storage. The second copy's memory goes back to the
+        system (a host's C allocator would keep it, a device's caching allocator hold it)."""
+        reload_weights(self.model, self.platform, args, model_path)
+        self.platform.runtime.empty_cache()
 
     def kv_copy_unsupported(self) -> str | None:
         """Why `copy_kv` cannot run here (a KV layout other than the default, no rotary table), or None."""

@@ -102,6 +102,21 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
         args.op_overrides(),
         force_reference=True if args.reference_ops else None,
     )
+    model = build_model(source, config, plan, platform)
+    logger.info(
+        "loaded %s (%s, %s) on %s in %.1f s",
+        source.origin.name,
+        config.architectures[0],
+        str(source.dtype).removeprefix("torch."),
+        platform.describe(),
+        time.perf_counter() - started,
+    )
+    return LoadedModel(platform=platform, source=source, config=config, model=model, op_table=op_table)
+
+
+def build_model(source: ModelSource, config: ModelConfig, plan: WeightPlan, platform: Platform) -> DecoderForCausalLM:
+    """The architecture filled from `source`, in `plan`'s weight formats, on the platform's device,
+    its kernels' weight layouts built by the ops bound now."""
     model = model_class_for(config)(config, source.dtype)
     weights = tqdm(
         source.weights(read=model.checkpoint_read),
@@ -117,12 +132,4 @@ def load_model(args: ServerArgs, platform: Platform | None = None) -> LoadedMode
     with torch.inference_mode():
         prime_quantized_layers(model)
         prime_moe_layers(model)
-    logger.info(
-        "loaded %s (%s, %s) on %s in %.1f s",
-        source.origin.name,
-        config.architectures[0],
-        str(source.dtype).removeprefix("torch."),
-        platform.describe(),
-        time.perf_counter() - started,
-    )
-    return LoadedModel(platform=platform, source=source, config=config, model=model, op_table=op_table)
+    return model

@@ -132,6 +132,22 @@ class ProfileResult:
 
 
 @dataclass(frozen=True)
+class WeightsUpdated:
+    """Upstream's `UpdateWeightFromDiskReqOutput`: whether the weights were replaced, and why not."""
+
+    success: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class WeightsRead:
+    """A checkpoint tensor's values (float lists, its first rows), or why there are none."""
+
+    parameter: list[Any] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class ControlMessage(Generic[R]):
     """Base of every control message; `R` is the type of its reply (or `ControlError`)."""
 
@@ -181,6 +197,30 @@ class StartProfile(ControlMessage[ProfileResult]):
 @dataclass(frozen=True)
 class StopProfile(ControlMessage[ProfileResult]):
     """Ends the profile and writes its trace."""
+
+
+@dataclass(frozen=True)
+class UpdateWeightsFromDisk(ControlMessage[WeightsUpdated]):
+    """Replaces the model's weights in place by those of `model_path` (the same architecture);
+    refused while requests run or wait. `flush_cache`: empty the prefix cache after, whose KV
+    the old weights computed."""
+
+    model_path: str
+    flush_cache: bool = True
+    load_format: str | None = None
+    """None or "auto": the checkpoint is read in its own format (a GGUF, safetensors), as at start."""
+
+    def __post_init__(self) -> None:
+        if self.load_format not in (None, "auto"):
+            raise ValueError(f"load_format {self.load_format!r} is not supported: a checkpoint loads in its own format")
+
+
+@dataclass(frozen=True)
+class GetWeightsByName(ControlMessage[WeightsRead]):
+    """Reads a checkpoint tensor of the running model by its Hugging Face name (rank 0's shard)."""
+
+    name: str
+    truncate_size: int = 100
 
 
 PauseMode = Literal["abort", "retract", "in_place"]

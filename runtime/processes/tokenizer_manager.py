@@ -22,7 +22,15 @@ from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.tracing import RequestSpan, StageTracer
 from sglang.runtime.processes import ipc
 from sglang.runtime.processes.admission import Admission
-from sglang.runtime.processes.control import ControlError, ControlMessage, ControlReply, ControlRequest, LoraResult
+from sglang.runtime.processes.control import (
+    ControlError,
+    ControlMessage,
+    ControlReply,
+    ControlRequest,
+    LoraResult,
+    UpdateWeightsFromDisk,
+    WeightsUpdated,
+)
 from sglang.runtime.processes.merged_streams import merged
 from sglang.runtime.processes.messages import (
     AbortRequest,
@@ -112,6 +120,10 @@ class TokenizerManager:
         self.from_detokenizer = ipc.pull(self.ctx, endpoints.tokenizer)
         self.from_control = ipc.pull(self.ctx, endpoints.control)
         self.pending: dict[str, _Pending] = {}
+        self.admitting = asyncio.Event()
+        """Cleared while the model's weights change: new requests wait for it."""
+        self.admitting.set()
+        self._weights_lock = asyncio.Lock()
         self.control_waiters: dict[str, asyncio.Future[ControlReply]] = {}
         self.dead_reason: str | None = None
         self.finish_observers: list[Callable[[dict[str, Any], RequestMeta | None], None]] = []
@@ -229,6 +241,7 @@ class TokenizerManager:
         return await last_item(self._run(item, request))
 
     async def _run(self, item: SingleInput, request: GenerateRequest) -> AsyncIterator[dict[str, Any]]:
+        await self.admitting.wait()
         if self.dead_reason is not None:
             raise EngineDeadError(self.dead_reason)
         if len(self.pending) >= self.max_queued:
@@ -262,10 +275,28 @@ class TokenizerManager:
                 ipc.send(self.to_scheduler, AbortRequest(request.rid, "the client disconnected"))
                 self._observe(item, {"id": request.rid, "finish_reason": {"type": "abort"}}, None)
 
+    async def update_weights_from_disk(self, message: UpdateWeightsFromDisk, abort_all: bool = False) -> WeightsUpdated:
+        """Upstream's order: abort what is in flight (`abort_all`), hold new requests back, let
+        those in flight finish, then swap the weights in the scheduler; one update at a time."""
+        if abort_all:
+            self.abort_all()
+        async with self._weights_lock:
+            self.admitting.clear()
+            try:
+                while self.pending:
+                    await asyncio.sleep(0.01)
+                return await self.control(message, timeout=3600.0)
+            finally:
+                self.admitting.set()
+
     def _observe(self, item: SingleInput, meta: dict[str, Any], latest: RequestMeta | None) -> None:
         if item.log_metrics:
             for observe in self.finish_observers:
                 observe(meta, latest)
+
+    def abort_all(self) -> None:
+        for rid in list(self.pending):
+            self.abort(rid)
 
     def abort(self, rid: str) -> bool:
         if rid not in self.pending:

@@ -48,6 +48,7 @@ from sglang.runtime.processes.control import (
     FlushCache,
     FlushResult,
     GetSchedulerStatus,
+    GetWeightsByName,
     LoadLoraAdapter,
     LoraResult,
     PauseGeneration,
@@ -56,6 +57,9 @@ from sglang.runtime.processes.control import (
     StartProfile,
     StopProfile,
     UnloadLoraAdapter,
+    UpdateWeightsFromDisk,
+    WeightsRead,
+    WeightsUpdated,
 )
 from sglang.runtime.processes.messages import (
     AbortRequest,
@@ -66,7 +70,7 @@ from sglang.runtime.processes.messages import (
     TokenBatch,
 )
 from sglang.runtime.processes.step_monitor import StepHeartbeat
-from sglang.runtime.scheduler import kv_concat
+from sglang.runtime.scheduler import kv_concat, weight_updates
 from sglang.runtime.scheduler.grammar import GrammarBackend
 from sglang.runtime.scheduler.scheduler import Scheduler
 from sglang.runtime.server_args import ServerArgs
@@ -292,6 +296,16 @@ def _(message: ContinueGeneration, scheduler: Scheduler) -> bool:
         scheduler.runner.platform.runtime.empty_cache()
     scheduler.resume()
     return True
+
+
+@answer.register
+def _(message: UpdateWeightsFromDisk, scheduler: Scheduler) -> WeightsUpdated:
+    return weight_updates.update_weights(scheduler, message)
+
+
+@answer.register
+def _(message: GetWeightsByName, scheduler: Scheduler) -> WeightsRead:
+    return weight_updates.get_weights(scheduler, message)
 
 
 def _handle(scheduler: Scheduler, message: object, control: zmq.Socket) -> None:

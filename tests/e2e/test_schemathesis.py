@@ -42,11 +42,18 @@ OPENAI_GENERATION = ("/v1/completions", "/v1/chat/completions", "/invocations")
 OUTPUT_CAPS = ("max_tokens", "max_completion_tokens")
 """An OpenAI body with either set (and capped) has a short output; one with neither gets one."""
 STATUSES: Counter[tuple[str, int]] = Counter()
-NOT_FUZZED = ("/start_profile", "/stop_profile", "/pause_generation", "/continue_generation", "/update_weight_version")
+NOT_FUZZED = (
+    "/start_profile",
+    "/stop_profile",
+    "/pause_generation",
+    "/continue_generation",
+    "/update_weight_version",
+    "/update_weights_from_disk",
+)
 """Routes that change the shared server for every later case: a started profile records it until
 stopped (and writes its trace outside the test's folders), a pause holds every request until
-continued, a new weight version labels every later output. tests/e2e/test_upstream_fields.py
-checks them."""
+continued, a new weight version labels every later output, a path that loads replaces the
+weights. tests/e2e/test_upstream_fields.py and tests/e2e/test_weight_routes.py check them."""
 
 
 def _capped(value: Any) -> Any:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from sglang.ci.servers import RunningServer, sse_events
+from sglang.ci.servers import GenerateStream, RunningServer, sse_events
 from sglang.ci.suites.e2e.openai_errors import assert_openai_error
 from sglang.runtime.requests import upstream_fields
 
@@ -241,25 +240,8 @@ def test_pause_and_continue_routes(http: httpx.Client) -> None:
     assert generate(http, **body)["meta_info"]["completion_tokens"] == 2
 
 
-class _Stream(threading.Thread):
-    """A streamed /generate on a client of its own; `started` is set at its first output."""
-
-    def __init__(self, server: RunningServer, body: dict[str, Any]) -> None:
-        super().__init__()
-        self.server, self.body = server, body
-        self.started = threading.Event()
-        self.outputs: list[dict[str, Any]] = []
-
-    def run(self) -> None:
-        with self.server.client() as client, client.stream("POST", "/generate", json=self.body) as response:
-            for event in sse_events(response.iter_lines()):
-                if isinstance(event, dict):
-                    self.outputs.append(event)
-                    self.started.set()
-
-
-def _long_stream(server: RunningServer) -> _Stream:
-    stream = _Stream(server, {"text": PROMPT, "sampling_params": greedy(300, ignore_eos=True), "stream": True})
+def _long_stream(server: RunningServer) -> GenerateStream:
+    stream = GenerateStream(server, {"text": PROMPT, "sampling_params": greedy(300, ignore_eos=True), "stream": True})
     stream.start()
     assert stream.started.wait(60), "the stream did not start"
     return stream

@@ -117,7 +117,14 @@ def add_vocabulary(w: gguf.GGUFWriter, pre: str, add_bos: bool = False) -> None:
     w.add_add_bos_token(add_bos)
 
 
-def write_gguf(path: Path, shape: Shape, state: dict[str, torch.Tensor], chat_template: str | None = None) -> None:
+def write_gguf(
+    path: Path,
+    shape: Shape,
+    state: dict[str, torch.Tensor],
+    chat_template: str | None = None,
+    quantized_as: Callable[[str], gguf.GGMLQuantizationType | None] = lambda name: None,
+) -> None:
+    """`state` under GGUF names, float32 or quantized to the type `quantized_as(gguf_name)` gives."""
     w = gguf.GGUFWriter(path, arch=shape.arch)
     w.add_block_count(shape.layers)
     w.add_context_length(256)
@@ -137,7 +144,7 @@ def write_gguf(path: Path, shape: Shape, state: dict[str, torch.Tensor], chat_te
         if shape.arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
             tensor = llama_cpp_permute(tensor, shape.heads if "q_proj" in name else shape.kv_heads)
         tensors[gguf_name(name)] = tensor
-    write_tensors_and_close(w, tensors)
+    write_tensors_and_close(w, tensors, quantized_as)
 
 
 def write_tensors_and_close(
