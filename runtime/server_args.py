@@ -194,6 +194,11 @@ class ServerArgs:
     )
     log_level: str = _opt("info", "Log level: debug, info, warning, error.")
     log_requests: bool = _opt(False, "Log one line per finished request.")
+    enable_streaming_session: bool = _opt(
+        False,
+        "Allow /open_session with streaming: true (a session that always continues its last turn, one "
+        "request at a time), as upstream.",
+    )
     enable_response_store: bool = _opt(
         False,
         "Keep /v1/responses responses in memory (the newest 10,000) for previous_response_id, retrieval, "

@@ -19,6 +19,7 @@ import xgrammar as xgr
 
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.processes.messages import GenerateRequest, ReadyInfo
+from sglang.runtime.processes.sessions import Sessions
 from sglang.runtime.requests.generate_input import InvalidRequestError, SingleInput
 from sglang.runtime.requests.sampling_params import SamplingParams
 
@@ -53,6 +54,8 @@ class Admission:
     allow_auto_truncate: bool = False
     lora_adapters: dict[str, str] = field(default_factory=dict)
     """Adapters the scheduler has loaded (name to path), as its last LoRA reply said."""
+    sessions: Sessions | None = None
+    """Where a prompt with `session_params` finds the turn it continues."""
 
     def __post_init__(self) -> None:
         self._max_token_chars = max((len(t) for t in self.tokenizer.get_vocab()), default=1)
@@ -65,6 +68,8 @@ class Admission:
         vocab = self.info.vocab_size
         if any(t < 0 or t >= vocab for t in ids):
             raise InvalidRequestError(f"input_ids must lie in [0, {vocab})", "input_ids")
+        if item.session is not None:
+            ids = self._session_prompt(item, ids)
         ids = self._within_context(ids)
         self._check_total_length(len(ids), item)
         try:
@@ -95,6 +100,14 @@ class Admission:
             lora_path=item.lora_path,
             bootstrap=item.bootstrap,
         )
+
+    def _session_prompt(self, item: SingleInput, ids: list[int]) -> list[int]:
+        """The continued turn's tokens and then `ids` (one sequence only: its turn is one output)."""
+        if item.params.n != 1:
+            raise InvalidRequestError("a session request takes one sequence (n = 1)", "n")
+        if self.sessions is None:
+            raise InvalidRequestError("sessions are not served here", "session_params")
+        return self.sessions.prompt(item.session, ids, self.tokenizer.bos_token_id)
 
     def _check_bootstrap(self, item: SingleInput) -> None:
         """400 unless this server is one side of prefill-decode disaggregation and the request

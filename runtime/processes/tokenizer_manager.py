@@ -40,6 +40,7 @@ from sglang.runtime.processes.messages import (
     TextBatch,
     TextUpdate,
 )
+from sglang.runtime.processes.sessions import Sessions
 from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError, SingleInput
 from sglang.runtime.requests.meta_info import MetaInfo
 
@@ -109,7 +110,11 @@ class TokenizerManager:
         self.weight_version = weight_version
         """The label of the served weights in every output's `meta_info` (`--weight-version`,
         changed by `/update_weight_version`)."""
-        self.admission = Admission(info, tokenizer, allow_auto_truncate, dict(info.lora_adapters or {}))
+        self.sessions = Sessions(self.abort)
+        """Upstream's sessions: the turns a request may continue (`/open_session`)."""
+        self.admission = Admission(
+            info, tokenizer, allow_auto_truncate, dict(info.lora_adapters or {}), sessions=self.sessions
+        )
         """Checks and tokenizes each prompt before it is queued (and knows the loaded adapters)."""
         self.tracer = tracer
         """Makes each request's root span when tracing is on (`--enable-trace`)."""
@@ -248,12 +253,15 @@ class TokenizerManager:
             raise QueueFullError(f"{len(self.pending)} requests are in flight (max_queued_requests)")
         if request.rid in self.pending:
             raise InvalidRequestError(f"request id {request.rid!r} is already in use", "rid")
+        if item.session is not None:
+            self.sessions.start(item.session, request.rid, request.input_ids, request.params.max_new_tokens)
         pending = self.pending[request.rid] = _Pending(item, MetaInfo(request.logprobs))
         if request_stamps.STAMPS is not None:
             request_stamps.STAMPS.stamp(request.rid, "sending_to_scheduler")
         ipc.send(self.to_scheduler, request)
         finished = False
         first = True
+        output_ids: list[int] = []
         try:
             while not finished:
                 update = await pending.updates.get()
@@ -262,6 +270,7 @@ class TokenizerManager:
                 finished = update.finish_reason is not None
                 pending.meta.add(update.meta)
                 output = self._output(item, update, pending.meta, request.input_ids)
+                output_ids = update.output_ids
                 if finished:
                     self._observe(item, output["meta_info"], pending.meta.latest)
                 if first and request_stamps.STAMPS is not None:
@@ -270,6 +279,9 @@ class TokenizerManager:
                 yield output
         finally:
             del self.pending[request.rid]
+            if item.session is not None:
+                completed = finished and update.finish_reason.kind != "abort"
+                self.sessions.finish(item.session, request.rid, output_ids, completed)
             if not finished and self.dead_reason is None and not self.ctx.closed:
                 # The caller went away before the end (disconnect, cancel): free its KV now.
                 ipc.send(self.to_scheduler, AbortRequest(request.rid, "the client disconnected"))

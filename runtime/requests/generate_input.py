@@ -6,7 +6,8 @@ one `SingleInput` per prompt; each is validated before anything is sent to the s
 
 Every field of upstream SGLang's `GenerateReqInput` is accepted: those below, and those whose
 feature this server lacks (`upstream_fields.GENERATE`) at their default only. `model`, which
-SGLang's routers add, names the served model. `session_id`, `routing_key` and
+SGLang's routers add, names the served model. `session_params` continue a session's turn;
+`session_id`, `routing_key` and
 `conversation_id` identify a request to routers and change nothing here; `no_logs` is always
 honoured (no request content is ever logged).
 """
@@ -20,15 +21,9 @@ from typing import Any
 from sglang.runtime.disaggregation.messages import Bootstrap
 from sglang.runtime.processes.messages import LogprobRequest
 from sglang.runtime.requests import upstream_fields
+from sglang.runtime.requests.errors import InvalidRequestError
 from sglang.runtime.requests.sampling_params import SamplingParams, SamplingParamsError
-
-
-class InvalidRequestError(ValueError):
-    """Bad input from the client; `param` names the offending field (HTTP 400)."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
+from sglang.runtime.requests.session_params import SessionParams
 
 
 @dataclass
@@ -48,6 +43,8 @@ class SingleInput:
     max_new_tokens_given: bool = False
     """Whether the client set max_new_tokens (only then is prompt + max_new_tokens checked against
     the context, as upstream; the default is cut at the context length)."""
+    session: SessionParams | None = None
+    """The session turn this prompt continues (`runtime/processes/sessions.py`), if any."""
 
 
 @dataclass
@@ -84,6 +81,8 @@ class GenerateInput:
     for all): the prefill server's host, its bootstrap port, and the room naming the request."""
     bootstrap_port: int | list[int] | None = None
     bootstrap_room: int | list[int] | None = None
+    session_params: dict[str, Any] | list[dict[str, Any]] | None = None
+    """Upstream's: the open session turn each prompt continues (`runtime/requests/session_params.py`)."""
 
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> GenerateInput:
@@ -182,6 +181,7 @@ class GenerateInput:
                     lora_path=self._pick("lora_path", i, count),
                     bootstrap=self._bootstrap(i, count),
                     max_new_tokens_given=raw_params.get("max_new_tokens") is not None,
+                    session=SessionParams.from_json(self._pick("session_params", i, count)),
                 )
             )
         return items

@@ -41,7 +41,6 @@ _SHARED = {
     "return_sampling_mask": Missing("sampling masks", False),
     "sampling_logprobs_mode": Missing("sampling masks"),
     "return_flat_raw_output_top_logprobs": Missing("flat top-logprob arrays", False),
-    "session_params": Missing("sessions"),
     "custom_logit_processor": Missing("custom logit processors"),
     "images_config": Missing(_MULTIMODAL),
     "video_config": Missing(_MULTIMODAL),
@@ -89,6 +88,7 @@ GENERATE: dict[str, Missing] = {
 
 OPENAI: dict[str, Missing] = {
     **_SHARED,
+    "session_params": Missing("sessions on the OpenAI routes (use /generate)"),
     "return_spec_tokens_details": Missing("speculative decoding", False),
     "return_token_ids": Missing(_SGLEXT, False),
     "return_prompt_token_ids": Missing(_SGLEXT, False),

@@ -39,6 +39,7 @@ from sglang.runtime.server.ollama import OLLAMA_PREFIX, ollama_error_body, ollam
 from sglang.runtime.server.openai import openai_router
 from sglang.runtime.server.parsers_api import router as parsers_router
 from sglang.runtime.server.responses_api import responses_router
+from sglang.runtime.server.sessions_api import router as sessions_router
 from sglang.runtime.server.state import ServerState
 from sglang.runtime.server.weights_api import router as weights_router
 
@@ -106,6 +107,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(parsers_router)
     app.include_router(embedding_router)
     app.include_router(weights_router)
+    app.include_router(sessions_router)
     return app
 
 
@@ -154,7 +156,7 @@ class RequestFrame:
             if not await _run_unless_client_leaves(app, scope, receive, send_with_id, args.max_request_bytes, shape):
                 status = 499  # the client went away before the response began; its work was cancelled
         finally:
-            if args.log_requests:
+            if self.state.log_requests:
                 logger.info(
                     "%s %s %s -> %d in %.3f s", request_id, scope["method"], path, status, time.monotonic() - started
                 )
