@@ -223,6 +223,13 @@ class GetWeightsByName(ControlMessage[WeightsRead]):
     truncate_size: int = 100
 
 
+@dataclass(frozen=True)
+class SetLogLevel(ControlMessage[bool]):
+    """Sets the scheduler process's root log level (`/configure_logging`). The reply is True."""
+
+    level: str
+
+
 PauseMode = Literal["abort", "retract", "in_place"]
 """Upstream's `/pause_generation` modes (what each does: `Scheduler.pause`)."""
 

@@ -54,6 +54,7 @@ from sglang.runtime.processes.control import (
     PauseGeneration,
     ProfileResult,
     SchedulerStatus,
+    SetLogLevel,
     StartProfile,
     StopProfile,
     UnloadLoraAdapter,
@@ -295,6 +296,12 @@ def _(message: ContinueGeneration, scheduler: Scheduler) -> bool:
     if message.empty_cache:
         scheduler.runner.platform.runtime.empty_cache()
     scheduler.resume()
+    return True
+
+
+@answer.register
+def _(message: SetLogLevel, scheduler: Scheduler) -> bool:
+    logging.getLogger().setLevel(message.level)
     return True
 
 

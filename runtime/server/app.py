@@ -33,6 +33,7 @@ from sglang.runtime.server.embedding_api import router as embedding_router
 from sglang.runtime.server.errors import ApiError, ErrorShape, error_body, error_response, json_response
 from sglang.runtime.server.health_api import router as health_router
 from sglang.runtime.server.info_api import router as info_router
+from sglang.runtime.server.logging_api import router as logging_router
 from sglang.runtime.server.lora_api import router as lora_router
 from sglang.runtime.server.native_api import router as native_router
 from sglang.runtime.server.ollama import OLLAMA_PREFIX, ollama_error_body, ollama_router
@@ -108,6 +109,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(embedding_router)
     app.include_router(weights_router)
     app.include_router(sessions_router)
+    app.include_router(logging_router)
     return app
 
 

@@ -26,6 +26,11 @@ class ServerState:
     paused: bool = False
     """Between `/pause_generation` and `/continue_generation`: `/ready` answers 503."""
     extras: dict[str, Any] = field(default_factory=dict)
+    log_requests: bool = False
+    """One log line per finished HTTP request: `--log-requests`, changed by `/configure_logging`."""
+
+    def __post_init__(self) -> None:
+        self.log_requests = self.args.log_requests
 
     @property
     def model_name(self) -> str:

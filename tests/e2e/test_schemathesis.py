@@ -49,11 +49,13 @@ NOT_FUZZED = (
     "/continue_generation",
     "/update_weight_version",
     "/update_weights_from_disk",
+    "/configure_logging",
 )
 """Routes that change the shared server for every later case: a started profile records it until
 stopped (and writes its trace outside the test's folders), a pause holds every request until
 continued, a new weight version labels every later output, a path that loads replaces the
-weights. tests/e2e/test_upstream_fields.py and tests/e2e/test_weight_routes.py check them."""
+weights, a debug log level floods the log. tests/e2e/test_upstream_fields.py,
+test_weight_routes.py and test_configure_logging.py check them."""
 
 
 def _capped(value: Any) -> Any:
