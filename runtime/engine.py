@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from sglang.runtime.loader.tokenizer import load_tokenizer
 from sglang.runtime.observability.step_profiler import ProfileSettings
@@ -36,12 +36,20 @@ from sglang.runtime.processes.control import (
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.preload import TOKENIZER_CODE, preload
 from sglang.runtime.processes.tokenizer_manager import TokenizerManager, last_item
-from sglang.runtime.requests.generate_input import GenerateInput
+from sglang.runtime.requests.generate_input import GenerateInput, InvalidRequestError
 from sglang.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
 _SENTINEL = object()
+
+
+R = TypeVar("R")
+
+
+async def _run_on_loop(fn: Callable[..., R], *args: Any) -> R:
+    """`fn(*args)` run on the engine's loop (the tokenizer manager's state is that loop's alone)."""
+    return fn(*args)
 
 
 class Engine:
@@ -104,6 +112,7 @@ class Engine:
         rid: str | list[str] | None = None,
         priority: int | None = None,
         lora_path: str | list[str | None] | None = None,
+        session_params: dict[str, Any] | list[dict[str, Any]] | None = None,
     ) -> dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]]:
         """One output dict (`text`, `output_ids`, `meta_info`), a list for a batch or n > 1,
         or, with `stream=True`, an iterator of cumulative outputs."""
@@ -120,6 +129,7 @@ class Engine:
             rid=rid,
             priority=priority,
             lora_path=lora_path,
+            session_params=session_params,
         )
         if stream:
             return self._stream(obj)
@@ -183,6 +193,22 @@ class Engine:
 
     def _lora_reply(self, message: LoadLoraAdapter | UnloadLoraAdapter) -> dict[str, Any]:
         return self._call(self.manager.control(message, timeout=300.0)).to_json()
+
+    def open_session(
+        self,
+        capacity_of_str_len: int,
+        session_id: str | None = None,
+        streaming: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        """Upstream's: a session for multi-turn requests (`session_params`); its id. Raises
+        InvalidRequestError for an id already open, or streaming without `enable_streaming_session`."""
+        if streaming and not self.server_args.enable_streaming_session:
+            raise InvalidRequestError("streaming sessions need enable_streaming_session", "streaming")
+        return self._call(_run_on_loop(self.manager.sessions.open, session_id, streaming, timeout))
+
+    def close_session(self, session_id: str) -> None:
+        self._call(_run_on_loop(self.manager.sessions.close, session_id))
 
     def update_weights_from_disk(self, model_path: str, load_format: str | None = None) -> tuple[bool, str, int]:
         """Upstream's: the weights replaced in place by another checkpoint of the same model, after

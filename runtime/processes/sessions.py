@@ -11,9 +11,9 @@ manager's event loop (one thread, no locks).
 
 Invariants: a turn is continued only once it has finished (a streaming session holds one turn
 and runs one request at a time), except by `replace`, which aborts the continued turn's request
-and those of the turns it drops (a replaced turn still running is continued from its prompt: its
-partial output is not known here); an idle session past its `timeout` is closed at the next use
-of the registry.
+and those of the turns it drops (a replaced turn still running is continued from its prompt and
+the output it had so far); an idle session past its `timeout` is closed at the next use of the
+registry.
 """
 
 from __future__ import annotations
@@ -110,20 +110,32 @@ class Sessions:
             base.children.append(turn)
         session.turns[rid] = turn
 
+    def progress(self, params: SessionParams, rid: str, output_ids: list[int]) -> None:
+        """Turn `rid`'s output so far (what a `replace` of it while it runs continues)."""
+        turn = self._turn(params, rid)
+        if turn is not None:
+            turn.output_ids = output_ids
+
     def finish(self, params: SessionParams, rid: str, output_ids: list[int], completed: bool) -> None:
         """Records turn `rid`'s output; `completed`: it ended by its own stop rule (an aborted
         request leaves a streaming session at its previous turn)."""
-        session = self.open_sessions.get(params.id)
-        if session is None:
-            return
-        turn = session.running if session.streaming else session.turns.get(rid)
-        if turn is None or turn.rid != rid:
+        turn = self._turn(params, rid)
+        if turn is None:
             return
         turn.output_ids, turn.finished = list(output_ids), True
+        session = self.open_sessions[params.id]
         if session.streaming:
             session.running = None
             if completed:
                 session.turns = {rid: turn}
+
+    def _turn(self, params: SessionParams, rid: str) -> Turn | None:
+        """Turn `rid` of an open session, if it is one (its session may have closed meanwhile)."""
+        session = self.open_sessions.get(params.id)
+        if session is None:
+            return None
+        turn = session.running if session.streaming else session.turns.get(rid)
+        return turn if turn is not None and turn.rid == rid else None
 
     def _session(self, params: SessionParams) -> Session:
         self._close_idle()

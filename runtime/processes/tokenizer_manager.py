@@ -271,6 +271,8 @@ class TokenizerManager:
                 pending.meta.add(update.meta)
                 output = self._output(item, update, pending.meta, request.input_ids)
                 output_ids = update.output_ids
+                if item.session is not None and not finished:
+                    self.sessions.progress(item.session, request.rid, output_ids)
                 if finished:
                     self._observe(item, output["meta_info"], pending.meta.latest)
                 if first and request_stamps.STAMPS is not None:

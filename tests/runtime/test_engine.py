@@ -282,3 +282,27 @@ def test_scheduler_death_fails_pending_and_new_requests() -> None:
             engine.generate("Hello", GREEDY)
     finally:
         engine.shutdown()
+
+
+def test_sessions_and_weight_routes_on_the_engine(engine: Engine) -> None:
+    """Upstream's `Engine.open_session` / `close_session` with `session_params`, and the weight
+    methods: a reload of the served checkpoint keeps the answers; a missing one is refused."""
+    sid = engine.open_session(capacity_of_str_len=1000)
+    first = engine.generate(chat_text(engine), GREEDY, rid=f"{sid}-1", session_params={"id": sid})
+    second = engine.generate(" More.", GREEDY, session_params={"id": sid, "rid": f"{sid}-1"})
+    assert second["meta_info"]["cached_tokens"] >= first["meta_info"]["prompt_tokens"]
+    assert second["meta_info"]["prompt_tokens"] > first["meta_info"]["prompt_tokens"] + len(first["output_ids"])
+    with pytest.raises(InvalidRequestError, match="already open"):
+        engine.open_session(10, session_id=sid)
+    with pytest.raises(InvalidRequestError, match="enable_streaming_session"):
+        engine.open_session(10, streaming=True)
+    engine.close_session(sid)
+    with pytest.raises(InvalidRequestError, match="does not exist"):
+        engine.generate("Hi", GREEDY, session_params={"id": sid})
+
+    norm = engine.get_weights_by_name("model.norm.weight", truncate_size=4)
+    success, message, _ = engine.update_weights_from_disk(engine.info.model_path)
+    assert success, message
+    assert engine.get_weights_by_name("model.norm.weight", truncate_size=4) == norm
+    assert engine.generate(chat_text(engine), GREEDY)["output_ids"] == first["output_ids"]
+    assert engine.update_weights_from_disk("/nonexistent/model.gguf")[0] is False

@@ -96,3 +96,17 @@ def test_idle_sessions_close_after_their_timeout(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(InvalidRequestError, match="does not exist"):
         sessions.prompt(SessionParams(sid), [1], BOS)
     assert sessions.prompt(SessionParams(kept), [1], BOS) == [1]
+
+
+def test_replacing_a_running_turn_continues_its_output_so_far() -> None:
+    aborted: list[str] = []
+    sessions = Sessions(abort=aborted.append)
+    sid = sessions.open(None)
+    _turn(sessions, SessionParams(sid), "a", [10], [11])
+    running = SessionParams(sid, rid="a")
+    sessions.start(running, "b", sessions.prompt(running, [12], BOS), None)
+    sessions.progress(running, "b", [13, 14])
+    replace = SessionParams(sid, rid="b", replace=True)
+    assert sessions.prompt(replace, [15], BOS) == [10, 11, 12, 13, 14, 15]
+    sessions.start(replace, "c", sessions.prompt(replace, [15], BOS), None)
+    assert aborted == ["b"]
