@@ -32,6 +32,7 @@ from sglang.runtime.processes.control import (
     StopProfile,
     UnloadLoraAdapter,
     UpdateWeightsFromDisk,
+    UpdateWeightsFromTensor,
 )
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.preload import TOKENIZER_CODE, preload
@@ -217,8 +218,21 @@ class Engine:
             message = UpdateWeightsFromDisk(model_path, load_format=load_format)
         except ValueError as e:
             return False, str(e), 0
-        result = self._call(self.manager.update_weights_from_disk(message))
+        result = self._call(self.manager.update_weights(message))
         return result.success, result.message, 0
+
+    def update_weights_from_tensor(
+        self, named_tensors: list[tuple[str, Any]], load_format: str | None = None, flush_cache: bool = True
+    ) -> tuple[bool, str]:
+        """Upstream's: `(checkpoint name, tensor)` pairs (whole tensors; each rank keeps its slice)
+        copied into the served dense weights in place, after the requests in flight finish;
+        `(success, message)`. Weights served quantized are refused: update them from disk."""
+        try:
+            message = UpdateWeightsFromTensor(list(named_tensors), flush_cache, load_format)
+        except ValueError as e:
+            return False, str(e)
+        result = self._call(self.manager.update_weights(message))
+        return result.success, result.message
 
     def get_weights_by_name(self, name: str, truncate_size: int = 100) -> list[Any] | None:
         """Upstream's: checkpoint tensor `name` as float lists (its first `truncate_size` rows), or None."""

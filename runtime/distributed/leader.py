@@ -62,6 +62,13 @@ class ReloadWeights:
 
 
 @dataclass(frozen=True)
+class WriteWeights:
+    """`ModelRunner.write_weights` with these tensors, each rank keeping its slice."""
+
+    named_tensors: list[tuple[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
 class Heartbeat:
     """Rank 0 is alive and idle."""
 
@@ -71,7 +78,7 @@ class Stop:
     """The followers' loop ends."""
 
 
-Command = Forward | CopyKv | ReloadWeights | LoraCommand | TierCommand | Heartbeat | Stop
+Command = Forward | CopyKv | ReloadWeights | WriteWeights | LoraCommand | TierCommand | Heartbeat | Stop
 
 
 class LeaderRunner:
@@ -110,6 +117,10 @@ class LeaderRunner:
         self._send(ReloadWeights(args, model_path))
         self.runner.reload_weights(args, model_path)
 
+    def write_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> None:
+        self._send(WriteWeights(named_tensors))
+        self.runner.write_weights(named_tensors)
+
     def kv_copy_unsupported(self) -> str | None:
         # Every rank has the same layout for its share of the KV heads, so rank 0's answer holds for all.
         return self.runner.kv_copy_unsupported()
@@ -146,9 +157,12 @@ class Follower:
                 self.runner.forward(step)
             case CopyKv(src_slots, dst_slots, src_positions, position_delta):
                 self.runner.copy_kv(src_slots, dst_slots, src_positions, position_delta)
-            case ReloadWeights(args, model_path):
+            case ReloadWeights() | WriteWeights():
                 try:
-                    self.runner.reload_weights(args, model_path)
+                    if isinstance(command, ReloadWeights):
+                        self.runner.reload_weights(command.args, command.model_path)
+                    else:
+                        self.runner.write_weights(command.named_tensors)
                 except WeightUpdateError as e:  # rank 0 checks the same and answers the caller
                     logger.error("weights not updated: %s", e)
             case AttachLora() | LoadLora() | WriteLoraSlot() | UnloadLora():

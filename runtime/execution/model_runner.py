@@ -20,7 +20,7 @@ from sglang.platforms.base import Platform, StepMode
 from sglang.runtime.distributed.group import tp_group
 from sglang.runtime.execution.window_layers import WindowLayout
 from sglang.runtime.layers.attention import SelfAttention
-from sglang.runtime.loader.live_weights import reload_weights
+from sglang.runtime.loader.live_weights import reload_weights, write_weights
 from sglang.runtime.memory.kv_dtype import kv_pool_dtype
 from sglang.runtime.memory.window_pool import WindowPool
 from sglang.runtime.models.decoder import DecoderForCausalLM
@@ -161,6 +161,10 @@ class ModelRunner:
         system (a host's C allocator would keep it, a device's caching allocator hold it)."""
         reload_weights(self.model, self.platform, args, model_path)
         self.platform.runtime.empty_cache()
+
+    def write_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> None:
+        """Checkpoint tensors copied into the model's dense parameters in place (`live_weights.write_weights`)."""
+        write_weights(self.model, named_tensors)
 
     def kv_copy_unsupported(self) -> str | None:
         """Why `copy_kv` cannot run here (a KV layout other than the default, no rotary table), or None."""

@@ -1,5 +1,6 @@
 """The running model's weights: replaced in place from another checkpoint of the same model
-(upstream's `/update_weights_from_disk`), and read back by checkpoint name (`/get_weights_by_name`).
+(upstream's `/update_weights_from_disk`) or from tensors by checkpoint name
+(`update_weights_from_tensor`), and read back by checkpoint name (`/get_weights_by_name`).
 
 Invariant of `reload_weights`: every tensor the model computes with keeps its storage, so what
 holds it by address (a captured step's tape, a traced graph, a kernel's weight layout) reads the
@@ -94,10 +95,10 @@ def reload_weights(model: nn.Module, platform: Platform, args: ServerArgs, model
     gc.collect()
 
 
-def read_weight(model: nn.Module, name: str, truncate_size: int) -> list[Any]:
-    """Checkpoint tensor `name` (a Hugging Face name, as upstream's `get_weights_by_name` takes
-    it; a fused parameter's piece is cut from it) in float32 as nested lists, its first
-    `truncate_size` rows. Under tensor parallelism: this rank's slice. Raises KeyError."""
+def _locate(model: nn.Module, name: str) -> tuple[str, torch.Tensor | QuantizedWeight, tuple[slice | int, ...]]:
+    """Where checkpoint tensor `name` (a Hugging Face name) lives in `model`: its name after the
+    model's renames, the weight holding it, and its index in that weight (a fused parameter's
+    piece). A tied lm_head is the embedding. Raises KeyError."""
     for old, new in getattr(model, "checkpoint_renames", {}).items():
         name = name.replace(old, new)
     if name == "lm_head.weight" and getattr(model, "tie_word_embeddings", False):
@@ -108,9 +109,40 @@ def read_weight(model: nn.Module, name: str, truncate_size: int) -> list[Any]:
         weight = getattr(model.get_submodule(path), attr)
     except AttributeError:
         raise KeyError(name) from None
-    if isinstance(weight, QuantizedWeight):
-        weight = weight.dequantize()
-    if not isinstance(weight, torch.Tensor):
+    if not isinstance(weight, (torch.Tensor, QuantizedWeight)):
         raise KeyError(name)
-    value = weight.detach()[index] if index else weight.detach()
-    return value[:truncate_size].float().cpu().tolist()
+    return name, weight, index
+
+
+def read_weight(model: nn.Module, name: str, truncate_size: int) -> list[Any]:
+    """Checkpoint tensor `name` (a Hugging Face name, as upstream's `get_weights_by_name` takes
+    it; a fused parameter's piece is cut from it) in float32 as nested lists, its first
+    `truncate_size` rows. Under tensor parallelism: this rank's slice. Raises KeyError."""
+    _, weight, index = _locate(model, name)
+    value = weight.dequantize() if isinstance(weight, QuantizedWeight) else weight.detach()
+    return (value[index] if index else value)[:truncate_size].float().cpu().tolist()
+
+
+def write_weights(model: nn.Module, named_tensors: list[tuple[str, torch.Tensor]]) -> None:
+    """Checkpoint tensors (Hugging Face names; whole, or already this rank's slice) copied into
+    the running model's dense parameters in place, as upstream's `update_weights_from_tensor`:
+    every one is checked before any is written. Weights served quantized are refused (their
+    records would need requantizing: update them from disk). Raises WeightUpdateError."""
+    reads = getattr(model, "reads", None) or {}
+    writes = []
+    for raw_name, tensor in named_tensors:
+        try:
+            name, weight, index = _locate(model, raw_name)
+        except KeyError:
+            raise WeightUpdateError(f"the model has no parameter {raw_name!r}") from None
+        if isinstance(weight, QuantizedWeight):
+            raise WeightUpdateError(f"{raw_name} is served quantized ({weight.format.name}): update it from disk")
+        target = weight.data[index] if index else weight.data
+        if name in reads and tuple(tensor.shape) != tuple(target.shape):
+            tensor = tensor[reads[name]]  # a whole tensor: this rank's slice of it
+        if tuple(tensor.shape) != tuple(target.shape):
+            raise WeightUpdateError(f"{raw_name} has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}")
+        writes.append((target, tensor))
+    with torch.inference_mode():
+        for target, tensor in writes:
+            target.copy_(tensor)

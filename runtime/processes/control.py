@@ -211,8 +211,27 @@ class UpdateWeightsFromDisk(ControlMessage[WeightsUpdated]):
     """None or "auto": the checkpoint is read in its own format (a GGUF, safetensors), as at start."""
 
     def __post_init__(self) -> None:
-        if self.load_format not in (None, "auto"):
-            raise ValueError(f"load_format {self.load_format!r} is not supported: a checkpoint loads in its own format")
+        _check_load_format(self.load_format)
+
+
+@dataclass(frozen=True)
+class UpdateWeightsFromTensor(ControlMessage[WeightsUpdated]):
+    """Copies `(checkpoint name, tensor)` pairs into the model's dense parameters in place;
+    refused while requests run or wait. `flush_cache` as for `UpdateWeightsFromDisk`."""
+
+    named_tensors: list[tuple[str, Any]]
+    flush_cache: bool = True
+    load_format: str | None = None
+    """None or "auto": the tensors as given."""
+
+    def __post_init__(self) -> None:
+        _check_load_format(self.load_format)
+
+
+def _check_load_format(load_format: str | None) -> None:
+    """Upstream's other load formats (sharded states, remote sources, serialized buckets) are not served."""
+    if load_format not in (None, "auto"):
+        raise ValueError(f"load_format {load_format!r} is not supported: a checkpoint loads in its own format")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from sglang.runtime.processes.control import (
     ControlRequest,
     LoraResult,
     UpdateWeightsFromDisk,
+    UpdateWeightsFromTensor,
     WeightsUpdated,
 )
 from sglang.runtime.processes.merged_streams import merged
@@ -289,7 +290,9 @@ class TokenizerManager:
                 ipc.send(self.to_scheduler, AbortRequest(request.rid, "the client disconnected"))
                 self._observe(item, {"id": request.rid, "finish_reason": {"type": "abort"}}, None)
 
-    async def update_weights_from_disk(self, message: UpdateWeightsFromDisk, abort_all: bool = False) -> WeightsUpdated:
+    async def update_weights(
+        self, message: UpdateWeightsFromDisk | UpdateWeightsFromTensor, abort_all: bool = False
+    ) -> WeightsUpdated:
         """Upstream's order: abort what is in flight (`abort_all`), hold new requests back, let
         those in flight finish, then swap the weights in the scheduler; one update at a time."""
         if abort_all:

@@ -59,6 +59,7 @@ from sglang.runtime.processes.control import (
     StopProfile,
     UnloadLoraAdapter,
     UpdateWeightsFromDisk,
+    UpdateWeightsFromTensor,
     WeightsRead,
     WeightsUpdated,
 )
@@ -305,8 +306,9 @@ def _(message: SetLogLevel, scheduler: Scheduler) -> bool:
     return True
 
 
-@answer.register
-def _(message: UpdateWeightsFromDisk, scheduler: Scheduler) -> WeightsUpdated:
+@answer.register(UpdateWeightsFromDisk)
+@answer.register(UpdateWeightsFromTensor)
+def _(message: UpdateWeightsFromDisk | UpdateWeightsFromTensor, scheduler: Scheduler) -> WeightsUpdated:
     return weight_updates.update_weights(scheduler, message)
 
 

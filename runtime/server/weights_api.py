@@ -77,7 +77,7 @@ async def update_weights_from_disk(body: UpdateWeightsFromDiskBody, request: Req
     if state.paused and manager.pending and not body.abort_all_requests:
         # Paused requests would never finish, and the update waits for them.
         raise ApiError(400, "generation is paused with requests in flight: continue it or set abort_all_requests")
-    result = await manager.update_weights_from_disk(message, abort_all=body.abort_all_requests)
+    result = await manager.update_weights(message, abort_all=body.abort_all_requests)
     text = result.message
     if result.success and body.weight_version is not None:
         manager.weight_version = body.weight_version

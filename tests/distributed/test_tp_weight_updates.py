@@ -1,7 +1,8 @@
-"""`update_weights_from_disk` under `--tp-size 2`: rank 0 sends the reload to the other rank, each
-reads its own shard of the new checkpoint, and the engine's greedy tokens become those of a tp=1
-scheduler on the new checkpoint (tiny synthetic GGUFs with Q4_1 linears: int4 shards and their
-kernel records). `get_weights_by_name` reads rank 0's shard."""
+"""Weight updates under `--tp-size 2`: rank 0 sends the reload (`update_weights_from_disk`) or the
+tensors (`update_weights_from_tensor`) to the other rank, each keeps its own shard, and the
+engine's greedy tokens become those of a tp=1 scheduler on the new checkpoint (tiny synthetic
+GGUFs: Q4_1 linears with their int4 shards and kernel records, and float32).
+`get_weights_by_name` reads rank 0's shard."""
 
 from __future__ import annotations
 
@@ -52,6 +53,19 @@ def test_tp2_engine_takes_new_weights_on_every_rank(engine: Engine, checkpoints:
     assert success and paused == 0, message
     assert _engine_greedy(engine) == expected
     assert engine.update_weights_from_disk(str(checkpoints["b"]), load_format="dummy")[0] is False
+
+
+def test_tp2_engine_takes_tensors_on_every_rank(tmp_path: Path) -> None:
+    """`update_weights_from_tensor` on a float32 tp=2 engine: whole Hugging Face tensors, each
+    rank keeping its slice (q/k/v and gate/up cut by their own splits)."""
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    write_gguf(a, SHAPE, random_state_dict(SHAPE, 0))
+    write_gguf(b, SHAPE, random_state_dict(SHAPE, 1))
+    args = {"device": "cpu", "cpu_threads": 1, "max_total_tokens": 512, "log_level": "warning"}
+    with Engine(model_path=str(a), tp_size=2, **args) as engine:
+        success, message = engine.update_weights_from_tensor(list(random_state_dict(SHAPE, 1).items()))
+        assert success, message
+        assert _engine_greedy(engine) == greedy_tokens(scheduler_on(b))
 
 
 def test_tp2_weights_read_are_rank_zeros_shard(engine: Engine) -> None:

@@ -18,7 +18,7 @@ import torch
 
 from sglang.runtime.loader.live_weights import model_tensors, read_weight
 from sglang.runtime.loader.tokenizer import load_tokenizer
-from sglang.runtime.processes.control import GetWeightsByName, UpdateWeightsFromDisk
+from sglang.runtime.processes.control import GetWeightsByName, UpdateWeightsFromDisk, UpdateWeightsFromTensor
 from sglang.runtime.processes.detokenizer import Detokenizer
 from sglang.runtime.scheduler.process import build_scheduler
 from sglang.runtime.scheduler.scheduler import Scheduler
@@ -89,7 +89,27 @@ def test_a_scheduler_takes_another_checkpoints_weights(checkpoints: dict[str, Pa
     assert greedy_tokens(scheduler) == expected
 
 
-def test_an_update_waits_for_an_idlescheduler_on(checkpoints: dict[str, Path]) -> None:
+def test_weights_from_tensors(checkpoints: dict[str, Path]) -> None:
+    """Upstream's `update_weights_from_tensor`: B's Hugging Face tensors written into A's dense
+    parameters (q/k/v and gate/up into their fused parameters) give B's greedy tokens; a set with
+    one bad tensor writes none of them; weights served quantized are refused."""
+    scheduler = scheduler_on(checkpoints["a"])
+    state = random_state_dict(SHAPE, 1)
+    if checkpoints["a"].parent.name.startswith("weights-q4_1"):
+        refused = update_weights(scheduler, UpdateWeightsFromTensor(list(state.items())))
+        assert not refused.success and "served quantized" in refused.message
+        return
+    before = read_weight(scheduler.runner.model, "model.norm.weight", 100)
+    bad = [("model.norm.weight", state["model.norm.weight"]), ("model.layers.0.mlp.up_proj.weight", torch.ones(3, 3))]
+    result = update_weights(scheduler, UpdateWeightsFromTensor(bad))
+    assert not result.success and "up_proj" in result.message
+    assert read_weight(scheduler.runner.model, "model.norm.weight", 100) == before
+    result = update_weights(scheduler, UpdateWeightsFromTensor(list(state.items())))
+    assert result.success, result.message
+    assert greedy_tokens(scheduler) == greedy_tokens(scheduler_on(checkpoints["b"]))
+
+
+def test_an_update_waits_for_an_idle_scheduler(checkpoints: dict[str, Path]) -> None:
     scheduler = scheduler_on(checkpoints["a"])
     scheduler.add_request(make_request(PROMPTS[0], max_new_tokens=4))
     result = update_weights(scheduler, UpdateWeightsFromDisk(str(checkpoints["b"])))
