@@ -33,6 +33,7 @@ from sglang.runtime.processes.control import (
     UnloadLoraAdapter,
     UpdateWeightsFromDisk,
     UpdateWeightsFromTensor,
+    WeightsUpdated,
 )
 from sglang.runtime.processes.launch import Children, launch_children
 from sglang.runtime.processes.preload import TOKENIZER_CODE, preload
@@ -214,11 +215,7 @@ class Engine:
     def update_weights_from_disk(self, model_path: str, load_format: str | None = None) -> tuple[bool, str, int]:
         """Upstream's: the weights replaced in place by another checkpoint of the same model, after
         the requests in flight finish; `(success, message, num_paused_requests)`."""
-        try:
-            message = UpdateWeightsFromDisk(model_path, load_format=load_format)
-        except ValueError as e:
-            return False, str(e), 0
-        result = self._call(self.manager.update_weights(message))
+        result = self._update_weights(lambda: UpdateWeightsFromDisk(model_path, load_format=load_format))
         return result.success, result.message, 0
 
     def update_weights_from_tensor(
@@ -227,12 +224,16 @@ class Engine:
         """Upstream's: `(checkpoint name, tensor)` pairs (whole tensors; each rank keeps its slice)
         copied into the served dense weights in place, after the requests in flight finish;
         `(success, message)`. Weights served quantized are refused: update them from disk."""
-        try:
-            message = UpdateWeightsFromTensor(list(named_tensors), flush_cache, load_format)
-        except ValueError as e:
-            return False, str(e)
-        result = self._call(self.manager.update_weights(message))
+        result = self._update_weights(lambda: UpdateWeightsFromTensor(list(named_tensors), flush_cache, load_format))
         return result.success, result.message
+
+    def _update_weights(self, message: Callable[[], UpdateWeightsFromDisk | UpdateWeightsFromTensor]) -> WeightsUpdated:
+        """The scheduler's answer to the update `message()` builds, or the refusal of its fields."""
+        try:
+            built = message()
+        except ValueError as e:
+            return WeightsUpdated(False, str(e))
+        return self._call(self.manager.update_weights(built))
 
     def get_weights_by_name(self, name: str, truncate_size: int = 100) -> list[Any] | None:
         """Upstream's: checkpoint tensor `name` as float lists (its first `truncate_size` rows), or None."""
