@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -83,9 +84,45 @@ def trimmed(text: str, finish_reason: FinishReason | None, spec: DecodeSpec) -> 
     return text[: text.index(matched)] if matched in text else text
 
 
+Decode = Callable[[list[int], bool, bool], str]
+"""`(ids, skip_special_tokens, spaces_between_special_tokens) -> text`, as `tokenizer.decode`."""
+
+
+def decodes_directly(tokenizer: Any) -> bool:
+    """Whether `tokenizer.decode` of a list of ids is exactly its `tokenizers` backend's decode:
+    a fast tokenizer whose class keeps transformers' own `decode` and `_decode`
+    (transformers/tokenization_utils_base.py `decode`, transformers/tokenization_utils_tokenizers.py
+    `TokenizersBackend._decode`), with `clean_up_tokenization_spaces` off, so that `_decode`
+    returns the backend's text unchanged and ignores `spaces_between_special_tokens`."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # transformers 4 names its fast class otherwise: the general path
+        return False
+    cls = type(tokenizer)
+    return (
+        isinstance(tokenizer, TokenizersBackend)
+        and cls.decode is PreTrainedTokenizerBase.decode
+        and cls._decode is TokenizersBackend._decode
+        and not tokenizer.clean_up_tokenization_spaces
+    )
+
+
+def text_decoder(tokenizer: Any) -> Decode:
+    """`tokenizer.decode`, called straight on the backend where `decodes_directly` says that is
+    the same. Why: the detokenizer decodes twice per streamed token, and transformers' checks and
+    conversions around the backend's call cost several times the call."""
+    if decodes_directly(tokenizer):
+        backend = tokenizer._tokenizer
+        return lambda ids, skip, _spaces: backend.decode(ids, skip_special_tokens=skip)
+    return lambda ids, skip, spaces: tokenizer.decode(
+        ids, skip_special_tokens=skip, spaces_between_special_tokens=spaces
+    )
+
+
 class Detokenizer:
     def __init__(self, tokenizer: Any, spans: DetokenizeSpans | None = None) -> None:
-        self.tokenizer = tokenizer
+        self.decode = text_decoder(tokenizer)
         self.streams: dict[str, _Stream] = {}
         self.spans = spans
         """Times traced requests' updates (None when tracing is off)."""
@@ -116,11 +153,7 @@ class Detokenizer:
         return TextUpdate(update.rid, text, list(stream.ids), update.finish_reason, update.meta)
 
     def _decode(self, ids: list[int], spec: DecodeSpec) -> str:
-        return self.tokenizer.decode(
-            ids,
-            skip_special_tokens=spec.skip_special_tokens,
-            spaces_between_special_tokens=spec.spaces_between_special_tokens,
-        )
+        return self.decode(ids, spec.skip_special_tokens, spec.spaces_between_special_tokens)
 
     def _tail(self, stream: _Stream, ids: list[int]) -> str:
         """The text of `ids[read_offset:]`, decoded after its context ids."""
@@ -162,9 +195,9 @@ def run_detokenizer_process(
     outbox = ipc.push(ctx, endpoints.tokenizer)
     freeze_startup_objects()
     while True:
-        inbox.poll()
+        batches = ipc.recv_some(inbox)
         stamps = request_stamps.STAMPS
-        for batch in ipc.recv_nowait(inbox):
+        for batch in batches:
             if stamps is not None:
                 request_stamps.stamp_first_updates(stamps, batch.updates, "detokenizer_received")
             texts = detokenizer.process(batch)

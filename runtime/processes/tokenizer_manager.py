@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import zmq
-import zmq.asyncio
 
 from sglang.runtime.observability import request_stamps
 from sglang.runtime.observability.tracing import RequestSpan, StageTracer
@@ -121,7 +120,7 @@ class TokenizerManager:
         """Makes each request's root span when tracing is on (`--enable-trace`)."""
         self.tokenizer = tokenizer
         self.max_queued = max_queued
-        self.ctx = zmq.asyncio.Context()
+        self.ctx = zmq.Context()
         self.to_scheduler = ipc.push(self.ctx, endpoints.scheduler)
         self.from_detokenizer = ipc.pull(self.ctx, endpoints.tokenizer)
         self.from_control = ipc.pull(self.ctx, endpoints.control)
@@ -135,12 +134,13 @@ class TokenizerManager:
         self.finish_observers: list[Callable[[dict[str, Any], RequestMeta | None], None]] = []
         """Called with each request's final `meta_info` and its last `RequestMeta` (None when it
         never reached the scheduler's reply): metrics, request logs."""
-        self._tasks: list[asyncio.Task] = []
+        self._stop_reading: list[Callable[[], None]] = []
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self._receive_text()),
-            asyncio.create_task(self._receive_control()),
+        """Starts delivering the children's replies; called on the running event loop."""
+        self._stop_reading = [
+            ipc.read_as_they_come(self.from_detokenizer, self._receive_text),
+            ipc.read_as_they_come(self.from_control, self._receive_control),
         ]
 
     # -- requests ----------------------------------------------------------------------------
@@ -370,25 +370,21 @@ class TokenizerManager:
             if not future.done():
                 future.set_exception(EngineDeadError(reason))
 
-    async def _receive_text(self) -> None:
-        while True:
-            batch: TextBatch = ipc.pickle.loads(await self.from_detokenizer.recv())
-            for update in batch.updates:
-                pending = self.pending.get(update.rid)
-                if pending is not None:
-                    pending.updates.put_nowait(update)
-                    if request_stamps.STAMPS is not None and not pending.received_any:
-                        request_stamps.STAMPS.stamp(update.rid, "manager_received")
-                    pending.received_any = True
+    def _receive_text(self, batch: TextBatch) -> None:
+        for update in batch.updates:
+            pending = self.pending.get(update.rid)
+            if pending is not None:
+                pending.updates.put_nowait(update)
+                if request_stamps.STAMPS is not None and not pending.received_any:
+                    request_stamps.STAMPS.stamp(update.rid, "manager_received")
+                pending.received_any = True
 
-    async def _receive_control(self) -> None:
-        while True:
-            reply: ControlReply = ipc.pickle.loads(await self.from_control.recv())
-            future = self.control_waiters.get(reply.request_id)
-            if future is not None and not future.done():
-                future.set_result(reply)
+    def _receive_control(self, reply: ControlReply) -> None:
+        future = self.control_waiters.get(reply.request_id)
+        if future is not None and not future.done():
+            future.set_result(reply)
 
     def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        for stop in self._stop_reading:
+            stop()
         self.ctx.destroy(linger=0)

@@ -9,6 +9,7 @@ the leading space of a decode's first token: the context ids must keep it).
 
 from __future__ import annotations
 
+import random
 from itertools import pairwise
 from typing import Any
 
@@ -19,7 +20,7 @@ from transformers import PreTrainedTokenizerFast
 from sglang.runtime.loader import EmbeddedModelMissingError, embedded_model_path
 from sglang.runtime.loader.gguf_source import cached_folder
 from sglang.runtime.loader.tokenizer import load_tokenizer
-from sglang.runtime.processes.detokenizer import Detokenizer, held_back
+from sglang.runtime.processes.detokenizer import Detokenizer, decodes_directly, held_back, text_decoder
 from sglang.runtime.processes.messages import DecodeSpec, TokenBatch, TokenUpdate
 from sglang.runtime.requests.finish_reason import FinishReason
 
@@ -77,3 +78,26 @@ def test_a_stop_string_cuts_the_incremental_text(tokenizer: Any) -> None:
     whole = tokenizer.decode(ids, skip_special_tokens=True)
     assert texts[-1] == whole[: whole.index(STOP)]
     assert all(later.startswith(earlier) for earlier, later in pairwise(texts))
+
+
+@pytest.mark.parametrize("clean_up", [False, True])
+def test_the_direct_decoder_gives_the_tokenizers_text(tokenizer: Any, clean_up: bool) -> None:
+    """`text_decoder` may skip transformers' decode wrapper only where that changes nothing: for
+    any ids, special tokens among them, skipped or kept, its text is `tokenizer.decode`'s. With
+    `clean_up_tokenization_spaces` on, it goes through `decode` itself."""
+    original = tokenizer.clean_up_tokenization_spaces
+    tokenizer.clean_up_tokenization_spaces = clean_up
+    try:
+        assert decodes_directly(tokenizer) is (not clean_up)
+        decode = text_decoder(tokenizer)
+        rng = random.Random(0)
+        ids = tokenizer.encode(TEXT + " Is it? ( yes ) , no .", add_special_tokens=False)
+        specials = [tokenizer.convert_tokens_to_ids(t) for t in tokenizer.all_special_tokens]
+        for _ in range(200):
+            sample = [rng.choice(ids + specials) for _ in range(rng.randint(0, 12))]
+            for skip in (False, True):
+                for spaces in (False, True):
+                    expected = tokenizer.decode(sample, skip_special_tokens=skip, spaces_between_special_tokens=spaces)
+                    assert decode(sample, skip, spaces) == expected
+    finally:
+        tokenizer.clean_up_tokenization_spaces = original
