@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import logging
@@ -12,10 +13,23 @@ import sys
 def init_child_process(name: str, log_level: str) -> None:
     """Logs tagged with the process name; SIGINT ignored (a terminal's Ctrl-C reaches the whole
     process group, and the parent decides how to stop); SIGTERM exits cleanly, so that
-    finalizers release what the process holds (semaphores, sockets)."""
+    finalizers release what the process holds (semaphores, sockets). On Linux the process is
+    named `sgl-<name>` (what `top`, `ps -L` and /proc/<pid>/comm show; threads started later
+    inherit it), as upstream titles its processes `sglang::<name>`."""
+    _set_thread_name(f"sgl-{name}")
     logging.basicConfig(level=log_level.upper(), format=f"[{name}] %(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_once)
+
+
+def _set_thread_name(name: str) -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_name = 15  # linux/prctl.h; the kernel keeps the first 15 bytes
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_name, name.encode()[:15], 0, 0, 0)
 
 
 def _exit_once(signum: int, frame: object) -> None:
