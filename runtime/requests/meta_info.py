@@ -39,6 +39,8 @@ class MetaInfo:
         if meta is None:
             return
         self.latest = meta
+        if not (self.want.return_logprob or self.want.return_entropy):
+            return  # `to_json` shows no log then: a streamed token skips seven empty extends
         for name, entries in self.logs.items():
             entries.extend(getattr(meta.logprobs, name))
 
