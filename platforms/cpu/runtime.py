@@ -31,6 +31,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -38,6 +39,9 @@ from sglang.ops.step import StepOutput
 from sglang.platforms.cache import cache_root
 from sglang.platforms.cpu.platform import COMPILE_ENV
 from sglang.platforms.device_runtime import BucketStep, DeviceRuntime
+
+if TYPE_CHECKING:
+    from sglang.platforms.kernels.cpu_cpp.tape_arena import TapeArena
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +75,19 @@ class TracedDecodeRuntime(DeviceRuntime):
 
 
 class TapedDecodeRuntime(TracedDecodeRuntime):
+    def __init__(self) -> None:
+        self._arena: TapeArena | None = None
+        """The intermediate buffers every tape of this runtime shares (`TapeArena`), made at the
+        first capture: replays never overlap, so one bucket's activations reuse another's bytes."""
+
     def _capture(self, step: BucketStep, kv_buffers: list[torch.Tensor]) -> BucketStep:
         from sglang.platforms.kernels.cpu_cpp.step_tape import Untapeable, record_tape
+        from sglang.platforms.kernels.cpu_cpp.tape_arena import TapeArena
 
+        if self._arena is None:
+            self._arena = TapeArena()
         try:
-            return record_tape(step, kv_buffers)
+            return record_tape(step, kv_buffers, self._arena)
         except Untapeable as reason:
             _log_untaped_once(str(reason))
         return super()._capture(step, kv_buffers)

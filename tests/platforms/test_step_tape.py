@@ -20,6 +20,7 @@ from sglang.platforms.device_runtime import BucketStep
 from sglang.platforms.kernels.cpu_cpp import elementwise
 from sglang.platforms.kernels.cpu_cpp.build import build_failure
 from sglang.platforms.kernels.cpu_cpp.step_tape import TapedStep, Untapeable, record_tape
+from sglang.platforms.kernels.cpu_cpp.tape_arena import TapeArena, storage_key
 
 pytestmark = pytest.mark.skipif(build_failure() is not None, reason="the cpu_cpp kernels did not build")
 
@@ -113,3 +114,39 @@ def test_the_runtime_traces_a_step_a_tape_cannot_replay(caplog) -> None:
     assert "decode steps are traced, not taped: no tape call for aten.cumsum" in caplog.text
     x.copy_(torch.randn(4, 4))
     assert torch.equal(captured([torch.zeros(2)])[0], step([])[0])
+
+
+def test_tapes_sharing_an_arena_replay_as_the_eager_step_in_any_order() -> None:
+    """Two buckets' tapes over one arena: each replay recomputes every intermediate it reads, so
+    interleaved replays still give the eager step's outputs, and the arena holds one step's live
+    buffers, not every buffer of both."""
+    arena = TapeArena()
+    buckets = [(StaticInputs(), [torch.zeros(1, ROWS, 4)]) for _ in range(2)]
+    tapes = [record_tape(kernel_step(inputs), kv, arena) for inputs, kv in buckets]
+    for seed in (4, 5, 6):
+        for index in (1, 0, 1):
+            inputs, kv = buckets[index]
+            inputs.refill(seed + index)
+            logits, _ = tapes[index](kv)
+            expected, _ = kernel_step(inputs)([torch.zeros(1, ROWS, 4)])
+            assert torch.equal(logits, expected)
+    # a step's logits are read after its replay, whatever replays next: they are not in the arena
+    first, _ = tapes[0](buckets[0][1])
+    expected, _ = kernel_step(buckets[0][0])([torch.zeros(1, ROWS, 4)])
+    buckets[1][0].refill(9)
+    tapes[1](buckets[1][1])
+    assert torch.equal(first, expected)
+    # every buffer the step allocates, each rounded up to a cache line: normed, gated, the int8
+    # rows and their floats, their product, mixed, residual, and the linear's and embedding's
+    allocated = 64 * sum(-(-n // 64) for n in (768, 384, 96, 384, 384, 384, 384, 384, 384))
+    assert 0 < arena.storage.nbytes() < allocated
+
+
+def test_placement_reuses_the_bytes_of_dead_buffers() -> None:
+    """Three 1 KiB buffers, the first dead when the third is written: two slots suffice."""
+    arena = TapeArena()
+    a, b, c = (torch.empty(256) for _ in range(3))
+    keys = {storage_key(t) for t in (a, b, c)}
+    offsets = arena.place([(a,), (a, b), (b, c), (c,)], keys)
+    assert offsets[storage_key(c)] == offsets[storage_key(a)] != offsets[storage_key(b)]
+    assert arena.storage.nbytes() == 2048

@@ -31,6 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from sglang.ops.step import StepOutput
 from sglang.platforms.device_runtime import BucketStep
 from sglang.platforms.kernels.cpu_cpp.build import NAME, dispatched_kernel_ops, ensure_built
+from sglang.platforms.kernels.cpu_cpp.tape_arena import TapeArena, storage_key, tensors_in
 
 
 class Untapeable(Exception):
@@ -80,9 +81,11 @@ class TapedStep:
         return self.logits, kv_buffers
 
 
-def record_tape(step: BucketStep, kv_buffers: list[torch.Tensor]) -> TapedStep:
+def record_tape(step: BucketStep, kv_buffers: list[torch.Tensor], arena: TapeArena | None = None) -> TapedStep:
     """Runs `step` once, recording it; raises `Untapeable` where a replay would not be the step.
-    The run is a real step (it writes what the step writes), as a trace's is."""
+    The run is a real step (it writes what the step writes), as a trace's is. With an `arena`,
+    the buffers the step allocated are replaced by views of it (`tape_arena.py`), all but the
+    logits, which the caller reads after each replay."""
     recorder = _Recorder()
     with dispatched_kernel_ops(), recorder:
         logits, written = step(kv_buffers)
@@ -90,40 +93,72 @@ def record_tape(step: BucketStep, kv_buffers: list[torch.Tensor]) -> TapedStep:
         raise Untapeable("the step wrote new KV buffers instead of updating its own in place")
     if not any(call.op.namespace == NAME for call in recorder.calls):
         raise Untapeable(f"the step calls no {NAME} kernels")
+    calls = [tape_call for call in recorder.calls if (tape_call := _tape_call(call)) is not None]
+    if arena is not None:
+        calls = _in_arena(calls, _created(recorder.calls) - {storage_key(logits)}, arena)
     tape = ensure_built().StepTape()  # loaded already: the step called its kernels
-    for call in recorder.calls:
-        _append(tape, call)
+    for name, args in calls:
+        getattr(tape, name)(*args)
     return TapedStep(tape, logits, tuple(b.data_ptr() for b in kv_buffers))
 
 
-def _append(tape: Any, call: RecordedCall) -> None:
+TapeCall = tuple[str, tuple[Any, ...]]
+"""A `StepTape` method's name and its arguments."""
+
+
+def _tape_call(call: RecordedCall) -> TapeCall | None:
+    """The tape call that replays `call`; None for one with nothing to replay (a view, an empty
+    buffer)."""
     op, args, result = call.op, call.args, call.result
     name = op._opname if op.namespace == NAME else f"{op._opname}.{op._overloadname}"
     if op.namespace == NAME:
-        if call.kwargs or not hasattr(tape, name):
+        if call.kwargs or not hasattr(ensure_built().StepTape, name):
             raise Untapeable(f"no tape call for {op}")
         outputs = result if isinstance(result, tuple) else (result,)
-        getattr(tape, name)(*args, *outputs)
-        return
+        return name, (*args, *outputs)
     if op.namespace != "aten":
         raise Untapeable(f"no tape call for {op}")
     if name in _EMPTY_FACTORIES or _aliases_an_input(op, args, result):
-        return
+        return None
     if name in ("to.dtype", "_to_copy.default"):
-        tape.copy(result, args[0])
-    elif name == "copy_.default":
-        tape.copy(args[0], args[1])
-    elif name == "index_select.default":
-        tape.index_select(args[0], args[1], args[2], result)
-    elif name in ("mul.Tensor", "add.Tensor", "mm.default", "addmm.default") and _tensors(args) and not call.kwargs:
-        getattr(tape, op._opname)(*args, result)
-    elif name == "linear.default" and not call.kwargs:
-        tape.linear(args[0], args[1], args[2] if len(args) > 2 else None, result)
-    elif name == "embedding.default" and len(args) == 2 and args[1].is_contiguous():
+        return "copy", (result, args[0])
+    if name == "copy_.default":
+        return "copy", (args[0], args[1])
+    if name == "index_select.default":
+        return "index_select", (args[0], args[1], args[2], result)
+    if name in ("mul.Tensor", "add.Tensor", "mm.default", "addmm.default") and _tensors(args) and not call.kwargs:
+        return op._opname, (*args, result)
+    if name == "linear.default" and not call.kwargs:
+        return "linear", (args[0], args[1], args[2] if len(args) > 2 else None, result)
+    if name == "embedding.default" and len(args) == 2 and args[1].is_contiguous():
         # the rows of args[0] named by args[1]: as index_select over views of the same storages
-        tape.index_select(args[0], 0, args[1].view(-1), result.view(-1, args[0].shape[-1]))
-    else:
-        raise Untapeable(f"no tape call for {op}")
+        return "index_select", (args[0], 0, args[1].view(-1), result.view(-1, args[0].shape[-1]))
+    raise Untapeable(f"no tape call for {op}")
+
+
+def _created(calls: list[RecordedCall]) -> set[int]:
+    """Storages the step allocated: first seen in a call's result, not in an argument before."""
+    seen, created = set(), set()
+    for call in calls:
+        seen.update(storage_key(t) for t in tensors_in(call.args))
+        results = call.result if isinstance(call.result, (tuple, list)) else (call.result,)
+        created.update(key for t in tensors_in(results) if (key := storage_key(t)) and key not in seen)
+        seen.update(storage_key(t) for t in tensors_in(results))
+    return created
+
+
+def _in_arena(calls: list[TapeCall], created: set[int], arena: TapeArena) -> list[TapeCall]:
+    """`calls` with every tensor over a `created` storage replaced by the same view of the arena."""
+    offsets = arena.place([args for _, args in calls], created)
+
+    def moved(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and (key := storage_key(value)) in offsets:
+            return arena.view(value, offsets[key])
+        if isinstance(value, (list, tuple)):
+            return type(value)(moved(v) for v in value)
+        return value
+
+    return [(name, tuple(moved(a) for a in args)) for name, args in calls]
 
 
 def _tensors(args: tuple[Any, ...]) -> bool:
