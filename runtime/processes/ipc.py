@@ -8,6 +8,7 @@ blocks the parent.
 from __future__ import annotations
 
 import asyncio
+import logging
 import pickle
 import tempfile
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,10 @@ def read_as_they_come(sock: zmq.Socket, handle: Callable[[Any], None]) -> Callab
 
     def drain() -> None:
         for message in recv_nowait(sock):
-            handle(message)
+            try:
+                handle(message)
+            except Exception:  # one bad message must not strand the ones drained after it
+                logger.exception("handling a %s from the engine failed", type(message).__name__)
 
     loop.add_reader(fd, drain)
     drain()  # messages queued before the reader was added raise no edge

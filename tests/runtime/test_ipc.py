@@ -68,3 +68,27 @@ def test_recv_some_waits_for_the_first_and_takes_the_queued_rest() -> None:
         assert got == ["a", "b", "c"]
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_message_whose_handling_fails_strands_none_after_it(caplog) -> None:
+    ctx, reader, writer = _sockets()
+    received: list[int] = []
+
+    def handle(message: int) -> None:
+        if message == 1:
+            raise ValueError("bad message")
+        received.append(message)
+
+    async def scenario() -> None:
+        for i in range(4):  # drained in one wake-up: the failure is in its middle
+            ipc.send(writer, i)
+        await asyncio.sleep(0.05)
+        stop = ipc.read_as_they_come(reader, handle)
+        stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        ctx.destroy(linger=0)
+    assert received == [0, 2, 3]
+    assert "handling a int from the engine failed" in caplog.text
