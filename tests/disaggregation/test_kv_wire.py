@@ -64,6 +64,10 @@ def test_outbox_serves_a_room_once_and_counts_its_bytes() -> None:
         fetch.join(10)
         header, data = got["kv"]
         assert header.first_token == 7 and data == payload
+        # The outbox counts a transfer once its send returns, which may be after the fetch has read it.
+        deadline = time.monotonic() + 5
+        while outbox.transfers == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert outbox.bytes_sent == len(payload) and outbox.transfers == 1
         with pytest.raises(TransferError, match="no prefill arrived for room 11"):
             tcp_transfer.fetch("127.0.0.1", outbox.port, 11, 0.2, lambda s: None)  # sent once only
