@@ -5,7 +5,8 @@ The embedded SmolLM2's shapes with random weights: its 30 layers' seven int4 (gr
 and the int8 per-channel lm_head (49152 x 576), float16-exact scales as a GGUF's are. The kernels
 are compiled into one throwaway extension: `int16_activations.h` of `--baseline` (its namespace
 renamed) beside this checkout's, and the float kernel of this checkout's `quant_linear.cpp` (the
-file up to its op registrations). Each round runs every kernel once per row count, the order
+file up to its op registrations), with the flags the family's build takes on this machine
+(`compile_flags`: VNNI where the CPU has it). Each round runs every kernel once per row count, the order
 reversed every other round; the best round of each is reported, as ratios within the run.
 One thread by default, timed in thread CPU time (the machine is shared); `--threads 2` times
 wall clock.
@@ -27,6 +28,8 @@ from pathlib import Path
 
 import torch
 from torch.utils.cpp_extension import load
+
+from sglang.platforms.kernels.cpu_cpp.build import compile_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 CSRC = ROOT / "platforms/kernels/cpu_cpp/csrc"
@@ -156,7 +159,7 @@ def build(baseline: str):
         name=f"bench_quant_linear_{digest.hexdigest()[:12]}",
         sources=[str(folder / "bench.cpp")],
         extra_include_paths=[str(CSRC), str(folder)],
-        extra_cflags=["-O3", "-fopenmp", "-mavx2", "-mfma", "-mf16c", "-w"],
+        extra_cflags=[*compile_flags(), "-w"],
         extra_ldflags=["-fopenmp"],
         build_directory=str(folder),
     )

@@ -5,7 +5,8 @@ server's start), else in the first start that selects the family's ops, and is c
 `$SGLANG_CACHE_DIR/torch_extensions` (default `~/.cache/sglang/torch_extensions`), in a folder
 keyed by the sources, the compiler, its flags, the Python version and the torch version. The
 vector path needs AVX2 and FMA; on a CPU without them the same source builds its portable loops
-instead (slower, same results).
+instead (slower, same results). Where the CPU has VNNI or AVX-512 the build uses them too
+(`compile_flags`), with the same results.
 
 Invariants:
 - A cache folder under its final name holds a complete build: torch's builder runs in a child
@@ -61,11 +62,35 @@ HEADERS = tuple(
 NAME = "sglang_cpu_cpp"
 
 
-def compile_flags() -> list[str]:
+VNNI_FLAGS = {"avx_vnni": ("-mavxvnni",), "avx512_vnni": ("-mavx512vnni", "-mavx512vl")}
+"""The compiler flags that make the int16 kernel's multiply-add and add one VNNI instruction
+(int16_activations.h `madd_add`), by the /proc/cpuinfo flag of a CPU that has them, preferred
+first: AVX-VNNI (VEX, no AVX-512 state) over AVX-512 VNNI's 256-bit forms."""
+AVX512_FLAGS = ("-mavx512f",)
+"""Where the CPU has AVX-512 (/proc/cpuinfo `avx512f`): the float kernel's 16-lane vectors
+(quant_linear.cpp `Lanes`)."""
+
+
+def compile_flags(cpu_flags: frozenset[str] | None = None) -> list[str]:
+    """The build's flags on a CPU with `cpu_flags` (default: this machine's). Every vector
+    extension beyond AVX2 changes how many values an instruction takes, never an output's bits."""
     flags = ["-O3", "-fopenmp"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-mf16c"]
+        cpu_flags = machine_cpu_flags() if cpu_flags is None else cpu_flags
+        flags += next((list(extra) for flag, extra in VNNI_FLAGS.items() if flag in cpu_flags), [])
+        if "avx512f" in cpu_flags:
+            flags += [f for f in AVX512_FLAGS if f not in flags]
     return flags
+
+
+def machine_cpu_flags() -> frozenset[str]:
+    """The instruction-set flags Linux lists for this machine's first CPU (none elsewhere)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return frozenset()
+    return frozenset(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
 
 
 _dispatching = False

@@ -263,6 +263,19 @@ at::Tensor pack(const uint8_t* data, const float* scales, const float* offsets, 
 }
 
 #ifdef SGL_AVX2
+// sums + madd_epi16(a, b): one VNNI instruction where the CPU has it (AVX-VNNI, or AVX-512 VNNI
+// with its 256-bit forms), else the multiply-add and an add. The same exact int32 sums either way
+// (no pair sum or total here comes near int32's range), so the bits of every output are too.
+__attribute__((always_inline)) inline __m256i madd_add(__m256i sums, __m256i a, __m256i b) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpwssd_avx_epi32(sums, a, b);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(sums, a, b);
+#else
+  return _mm256_add_epi32(sums, _mm256_madd_epi16(a, b));
+#endif
+}
+
 // A record's products with one input row's block (`input`: ShuffledInput or LoadedInput), summed
 // lane-wise in two chains of four: lane l holds weight row l % 4's sum over half l / 4's pairs.
 // Each input vector is made where it is used: made all at once, the eight of them spilled the
@@ -271,12 +284,12 @@ template <typename Input>
 __attribute__((always_inline)) inline __m256i record_products(const __m256i v[VECTORS], const Input& input) {
   __m256i even = _mm256_madd_epi16(v[0], input.template at<0>());
   __m256i odd = _mm256_madd_epi16(v[1], input.template at<1>());
-  even = _mm256_add_epi32(even, _mm256_madd_epi16(v[2], input.template at<2>()));
-  odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[3], input.template at<3>()));
-  even = _mm256_add_epi32(even, _mm256_madd_epi16(v[4], input.template at<4>()));
-  odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[5], input.template at<5>()));
-  even = _mm256_add_epi32(even, _mm256_madd_epi16(v[6], input.template at<6>()));
-  odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v[7], input.template at<7>()));
+  even = madd_add(even, v[2], input.template at<2>());
+  odd = madd_add(odd, v[3], input.template at<3>());
+  even = madd_add(even, v[4], input.template at<4>());
+  odd = madd_add(odd, v[5], input.template at<5>());
+  even = madd_add(even, v[6], input.template at<6>());
+  odd = madd_add(odd, v[7], input.template at<7>());
   return _mm256_add_epi32(even, odd);
 }
 

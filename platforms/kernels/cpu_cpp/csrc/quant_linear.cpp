@@ -28,8 +28,30 @@
 
 namespace {
 
-constexpr int NR = 16;  // output rows of a dequantized tile: two 8-lane vectors per k
-constexpr int MR = 6;   // input rows of the micro-kernel: 12 accumulators, 2 tile vectors, 1 broadcast
+#ifdef SGL_AVX2
+// The micro-kernel's float vectors: 16 lanes where the build may use AVX-512 (twice the
+// multiply-adds per instruction), else 8. Each output's sum is the same chain of FMAs either way.
+#if defined(__AVX512F__)
+using Lanes = __m512;
+inline Lanes lanes_zero() { return _mm512_setzero_ps(); }
+inline Lanes lanes_load(const float* p) { return _mm512_loadu_ps(p); }
+inline Lanes lanes_broadcast(const float* p) { return _mm512_set1_ps(*p); }
+inline Lanes lanes_fmadd(Lanes a, Lanes b, Lanes c) { return _mm512_fmadd_ps(a, b, c); }
+inline void lanes_store(float* p, Lanes v) { _mm512_store_ps(p, v); }
+#else
+using Lanes = __m256;
+inline Lanes lanes_zero() { return _mm256_setzero_ps(); }
+inline Lanes lanes_load(const float* p) { return _mm256_loadu_ps(p); }
+inline Lanes lanes_broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+inline Lanes lanes_fmadd(Lanes a, Lanes b, Lanes c) { return _mm256_fmadd_ps(a, b, c); }
+inline void lanes_store(float* p, Lanes v) { _mm256_store_ps(p, v); }
+#endif
+constexpr int LANES = sizeof(Lanes) / sizeof(float);
+#else
+constexpr int LANES = 8;
+#endif
+constexpr int NR = 2 * LANES;  // output rows of a dequantized tile: two vectors per k
+constexpr int MR = 6;          // input rows of the micro-kernel: 12 accumulators, 2 tile vectors, 1 broadcast
 
 #ifdef SGL_AVX2
 // The 32 weights of one int4 block as four 8-lane float vectors: q * scale + offset (one rounding).
@@ -128,26 +150,26 @@ void transpose_tile(const float* rows, int64_t K, float* tile) {
 // y[m + i, n0 + c] = sum_k x[m + i, k] * tile[k][c] for i < R, c < cols (cols <= NR).
 template <int R>
 void micro_kernel(const float* x, int64_t K, const float* tile, float* y, int64_t N, int64_t n0, int cols) {
-  alignas(32) float out[R][NR];
+  alignas(64) float out[R][NR];
 #ifdef SGL_AVX2
   // One flat array, loops unrolled by pragma: GCC otherwise kept a 2-D accumulator array in
   // registers and stored it back to the stack every k (12 stores per 12 FMAs).
-  __m256 acc[2 * R];
+  Lanes acc[2 * R];
 #pragma GCC unroll 12
-  for (int i = 0; i < 2 * R; ++i) acc[i] = _mm256_setzero_ps();
+  for (int i = 0; i < 2 * R; ++i) acc[i] = lanes_zero();
   for (int64_t k = 0; k < K; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(tile + k * NR), b1 = _mm256_loadu_ps(tile + k * NR + 8);
+    const Lanes b0 = lanes_load(tile + k * NR), b1 = lanes_load(tile + k * NR + LANES);
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
-      const __m256 a = _mm256_broadcast_ss(x + i * K + k);
-      acc[2 * i] = _mm256_fmadd_ps(a, b0, acc[2 * i]);
-      acc[2 * i + 1] = _mm256_fmadd_ps(a, b1, acc[2 * i + 1]);
+      const Lanes a = lanes_broadcast(x + i * K + k);
+      acc[2 * i] = lanes_fmadd(a, b0, acc[2 * i]);
+      acc[2 * i + 1] = lanes_fmadd(a, b1, acc[2 * i + 1]);
     }
   }
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) {
-    _mm256_store_ps(out[i], acc[2 * i]);
-    _mm256_store_ps(out[i] + 8, acc[2 * i + 1]);
+    lanes_store(out[i], acc[2 * i]);
+    lanes_store(out[i] + LANES, acc[2 * i + 1]);
   }
 #else
   for (int i = 0; i < R; ++i)
