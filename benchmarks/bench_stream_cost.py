@@ -9,9 +9,11 @@ time of every thread of the server's processes (/proc, Linux), grouped by role: 
 process's event loop and its ZeroMQ I/O thread, the detokenizer's loop and its I/O thread, the
 scheduler (all its threads, OpenMP team included). Printed per tree: medians over the rounds of
 CPU ms per streamed token by role, the client's time per output token, and streamed / unstreamed
-tokens per second.
+tokens per second. With `--concurrency C` each round sends C such requests at once (the 32
+concurrent row of bench_peers.py streams 32), and the CPU is divided by all their tokens.
 
-    .venv/bin/python benchmarks/bench_stream_cost.py [--tokens 400] [--rounds 6] [--tree /tmp/base --tree .]
+    .venv/bin/python benchmarks/bench_stream_cost.py [--tokens 400] [--rounds 6] [--concurrency 1]
+        [--tree /tmp/base --tree .]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -94,10 +97,22 @@ def chat(client: httpx.Client, url: str, model: str, tokens: int, stream: bool) 
     return time.perf_counter() - started, (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1)
 
 
+def chats(
+    client: httpx.Client, url: str, model: str, tokens: int, stream: bool, concurrency: int
+) -> tuple[float, float]:
+    """(seconds until the last of `concurrency` requests sent at once ended, their median time
+    between streamed chunks)."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        results = list(pool.map(lambda _: chat(client, url, model, tokens, stream), range(concurrency)))
+    return time.perf_counter() - started, statistics.median(gap for _, gap in results)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--concurrency", type=int, default=1, help="Requests sent at once in each round.")
     parser.add_argument("--tree", action="append", type=Path, help="Code tree to serve from (repeatable).")
     parser.add_argument("--our-args", default="", help="Extra flags for `sglang serve`.")
     parser.add_argument("--log-dir", type=Path, default=Path(tempfile.gettempdir()))
@@ -112,23 +127,27 @@ def main() -> None:
             for i, tree in enumerate(trees)
         ]
         servers = [stack.enter_context(launched(spec, args.log_dir)) for spec in specs]
-        client = stack.enter_context(httpx.Client(timeout=600))
+        client = stack.enter_context(httpx.Client(timeout=600, limits=httpx.Limits(max_connections=None)))
         models = [served_model(server.url) for server in servers]
+        tokens = args.tokens * args.concurrency
         for server, model in zip(servers, models, strict=True):  # warm-up: every bucket it will use
-            chat(client, server.url, model, 16, True)
+            chats(client, server.url, model, 16, True, args.concurrency)
         for r in range(args.rounds):
             for i in list(range(len(trees)))[:: 1 if r % 2 == 0 else -1]:
                 url, pid = servers[i].url, servers[i].process.pid
                 before = tree_cpu(pid)
-                streamed, gap = chat(client, url, models[i], args.tokens, True)
+                streamed, gap = chats(client, url, models[i], args.tokens, True, args.concurrency)
                 after = tree_cpu(pid)
                 for key in after:
-                    cpu[i][key].append((after[key] - before.get(key, 0.0)) / args.tokens * 1000)
+                    cpu[i][key].append((after[key] - before.get(key, 0.0)) / tokens * 1000)
                 tpot[i].append(gap * 1000)
-                unstreamed, _ = chat(client, url, models[i], args.tokens, False)
+                unstreamed, _ = chats(client, url, models[i], args.tokens, False, args.concurrency)
                 ratio[i].append(unstreamed / streamed)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{os.cpu_count()} CPUs, load average after the run {load}; {args.tokens} tokens, {args.rounds} rounds")
+    print(
+        f"{os.cpu_count()} CPUs, load average after the run {load}; {args.concurrency} x {args.tokens} tokens, "
+        f"{args.rounds} rounds"
+    )
     for i, tree in enumerate(trees):
         print(f"\n## {tree}\n\n| per streamed token (median) | CPU ms |\n|---|---|")
         for key in sorted(cpu[i]):
