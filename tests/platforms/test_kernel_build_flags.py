@@ -15,15 +15,20 @@ pytestmark = pytest.mark.skipif(
 AVX2 = ["-O3", "-fopenmp", "-mavx2", "-mfma", "-mf16c"]
 
 
+AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl"]
+SPR = {"avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"}
+
+
 @pytest.mark.parametrize(
     ("cpu_flags", "extra"),
     [
         (set(), []),
         ({"avx2", "fma"}, []),
         ({"avx_vnni"}, ["-mavxvnni"]),
-        ({"avx512f", "avx512vl", "avx512_vnni"}, ["-mavx512vnni", "-mavx512vl", "-mavx512f"]),
-        ({"avx512f", "avx512vl", "avx512_vnni", "avx_vnni"}, ["-mavxvnni", "-mavx512f"]),
-        ({"avx512f"}, ["-mavx512f"]),
+        ({"avx512f", "avx512bw", "avx512vl"}, AVX512),
+        ({"avx512f"}, []),  # no BW / VL: AVX2's kernels
+        ({"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, [*AVX512, "-mavx512vnni"]),
+        (SPR, ["-mavxvnni", *AVX512, "-mavx512vnni"]),
     ],
 )
 def test_flags_by_cpu(cpu_flags: set[str], extra: list[str]) -> None:
@@ -31,7 +36,7 @@ def test_flags_by_cpu(cpu_flags: set[str], extra: list[str]) -> None:
 
 
 def test_each_flag_set_has_its_own_cache_folder() -> None:
-    assert build.build_folder(AVX2) != build.build_folder(build.compile_flags(frozenset({"avx512f"})))
+    assert build.build_folder(AVX2) != build.build_folder(build.compile_flags(frozenset(SPR)))
 
 
 def test_machine_flags_are_read_from_cpuinfo() -> None:

@@ -62,25 +62,28 @@ HEADERS = tuple(
 NAME = "sglang_cpu_cpp"
 
 
-VNNI_FLAGS = {"avx_vnni": ("-mavxvnni",), "avx512_vnni": ("-mavx512vnni", "-mavx512vl")}
-"""The compiler flags that make the int16 kernel's multiply-add and add one VNNI instruction
-(int16_activations.h `madd_add`), by the /proc/cpuinfo flag of a CPU that has them, preferred
-first: AVX-VNNI (VEX, no AVX-512 state) over AVX-512 VNNI's 256-bit forms."""
-AVX512_FLAGS = ("-mavx512f",)
-"""Where the CPU has AVX-512 (/proc/cpuinfo `avx512f`): the float kernel's 16-lane vectors
+EXTENSIONS = (
+    (("avx_vnni",), ("-mavxvnni",)),
+    (("avx512f", "avx512bw", "avx512vl"), ("-mavx512f", "-mavx512bw", "-mavx512vl")),
+    (("avx512_vnni", "avx512vl"), ("-mavx512vnni", "-mavx512vl")),
+)
+"""Vector extensions beyond AVX2 the build uses where the CPU has them, as (the /proc/cpuinfo
+flags a CPU needs, the compiler flags): AVX-VNNI or AVX-512 VNNI make the int16 kernel's
+multiply-add and add one instruction (int16_activations.h `madd_add`); AVX-512 (with BW and VL)
+gives the int16 kernel two records per vector (`add_record_pair`) and the float kernel 16 lanes
 (quant_linear.cpp `Lanes`)."""
 
 
 def compile_flags(cpu_flags: frozenset[str] | None = None) -> list[str]:
-    """The build's flags on a CPU with `cpu_flags` (default: this machine's). Every vector
-    extension beyond AVX2 changes how many values an instruction takes, never an output's bits."""
+    """The build's flags on a CPU with `cpu_flags` (default: this machine's). Every extension
+    beyond AVX2 changes how many values an instruction takes, never an output's bits."""
     flags = ["-O3", "-fopenmp"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma", "-mf16c"]
         cpu_flags = machine_cpu_flags() if cpu_flags is None else cpu_flags
-        flags += next((list(extra) for flag, extra in VNNI_FLAGS.items() if flag in cpu_flags), [])
-        if "avx512f" in cpu_flags:
-            flags += [f for f in AVX512_FLAGS if f not in flags]
+        for needed, extra in EXTENSIONS:
+            if cpu_flags.issuperset(needed):
+                flags += [f for f in extra if f not in flags]
     return flags
 
 

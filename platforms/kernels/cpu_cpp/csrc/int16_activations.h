@@ -29,6 +29,11 @@
 // Invariant: every output (m, n) sums its even blocks in ascending order in one vector accumulator
 // and its odd blocks in another (each block's scaled dot product, then its offset term), and adds
 // the two at the end, whatever the other rows of the call are.
+//
+// Wider builds (build.py `compile_flags`, by the CPU) keep every bit: with VNNI a multiply-add and
+// its add are one instruction (`madd_add`); with AVX-512 a block pair's two records go through
+// one 512-bit vector, the even block's accumulator in its low half and the odd's in its high
+// (`add_record_pair`).
 #pragma once
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -41,6 +46,10 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SGL_AVX2 1
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// Two records at once, one in each 256-bit half of a 512-bit vector (`add_record_pair`).
+#define SGL_AVX512 1
+#endif
 #endif
 
 namespace sgl_int16_activations {
@@ -79,6 +88,20 @@ struct QuantizedRows {
     int16_t lanes[16];
   };
   std::vector<Vector> repeated;
+#ifdef SGL_AVX512
+  // The same for blocks 2p and 2p + 1 side by side (low and high 256 bits), for add_record_pair:
+  // `pair_pairs` [M, K/64, 2] and `pair_repeated` [M, K/64, VECTORS] join the two blocks' vectors
+  // of `pairs` and `repeated`; `pair_d` and `pair_sum` [M, K/64] hold each block's d (and
+  // block_sum) in 8 lanes, the first block's in the low half.
+  struct alignas(64) Wide {
+    int16_t lanes[32];
+  };
+  struct alignas(64) WideFloats {
+    float lanes[16];
+  };
+  std::vector<Wide> pair_pairs, pair_repeated;
+  std::vector<WideFloats> pair_d, pair_sum;
+#endif
 };
 
 inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float* block_sum) {
@@ -103,21 +126,40 @@ inline void quantize_row(const float* x, int64_t K, int16_t* q, float* d, float*
 // The VECTORS inputs of one pair-ordered block: vector k holds pair 2k in its low half and pair
 // 2k + 1 in its high half, each repeated four times (one per weight row of a record). Made by one
 // in-lane shuffle of the block's first or second 32 bytes each.
+// With 512-bit vectors, the same for two blocks at once (one per 256-bit half: the in-lane
+// shuffle treats them alike).
+template <int imm>
+__m256i shuffle_epi32(__m256i v) {
+  return _mm256_shuffle_epi32(v, imm);
+}
+inline __m256i load_vector(const __m256i* p) { return _mm256_load_si256(p); }
+inline __m256i loadu_vector(const __m256i* p) { return _mm256_loadu_si256(p); }
+#ifdef SGL_AVX512
+template <int imm>
+__m512i shuffle_epi32(__m512i v) {
+  return _mm512_shuffle_epi32(v, static_cast<_MM_PERM_ENUM>(imm));
+}
+inline __m512i load_vector(const __m512i* p) { return _mm512_load_si512(p); }
+inline __m512i loadu_vector(const __m512i* p) { return _mm512_loadu_si512(p); }
+#endif
+
+template <typename V>
 struct ShuffledInput {
-  __m256i first, second;
-  explicit ShuffledInput(const __m256i* block) : first(_mm256_loadu_si256(block)), second(_mm256_loadu_si256(block + 1)) {}
+  V first, second;
+  explicit ShuffledInput(const V* block) : first(loadu_vector(block)), second(loadu_vector(block + 1)) {}
   template <int k>
-  __m256i at() const {
-    return _mm256_shuffle_epi32(k < 4 ? first : second, (k % 4) * 0x55);
+  V at() const {
+    return shuffle_epi32<(k % 4) * 0x55>(k < 4 ? first : second);
   }
 };
 
-// The same vectors, stored by quantize_rows (`QuantizedRows::repeated`).
+// The same vectors, stored by quantize_rows (`QuantizedRows::repeated`, `pair_repeated`).
+template <typename V>
 struct LoadedInput {
-  const __m256i* vectors;
+  const V* vectors;
   template <int k>
-  __m256i at() const {
-    return _mm256_load_si256(vectors + k);
+  V at() const {
+    return load_vector(vectors + k);
   }
 };
 #endif
@@ -148,6 +190,31 @@ inline QuantizedRows quantize_rows(const float* x, int64_t M, int64_t K, bool re
       to[4] = input.at<4>(), to[5] = input.at<5>(), to[6] = input.at<6>(), to[7] = input.at<7>();
     }
   }
+#ifdef SGL_AVX512
+  const int64_t pairs = blocks / 2;
+  const __m256i* repeated = reinterpret_cast<const __m256i*>(rows.repeated.data());
+  const auto join = [](__m256i low, __m256i high) { return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1); };
+  rows.pair_pairs.resize(M * pairs * 2);
+  rows.pair_d.resize(M * pairs);
+  rows.pair_sum.resize(M * pairs);
+  if (repeat) rows.pair_repeated.resize(M * pairs * VECTORS);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t low = m * blocks + 2 * p, high = low + 1, at = m * pairs + p;
+      __m512i* to = reinterpret_cast<__m512i*>(rows.pair_pairs.data()) + 2 * at;
+      for (int h = 0; h < 2; ++h)
+        to[h] = join(_mm256_loadu_si256(out + 2 * low + h), _mm256_loadu_si256(out + 2 * high + h));
+      for (int j = 0; j < 8; ++j) {
+        rows.pair_d[at].lanes[j] = rows.d[low], rows.pair_d[at].lanes[8 + j] = rows.d[high];
+        rows.pair_sum[at].lanes[j] = rows.block_sum[low];
+        rows.pair_sum[at].lanes[8 + j] = rows.block_sum[high];
+      }
+      if (!repeat) continue;
+      __m512i* wide = reinterpret_cast<__m512i*>(rows.pair_repeated.data()) + at * VECTORS;
+      for (int k = 0; k < VECTORS; ++k)
+        wide[k] = join(repeated[low * VECTORS + k], repeated[high * VECTORS + k]);
+    }
+#endif
 #else
   (void)repeat;  // the portable loops read q
 #endif
@@ -222,6 +289,24 @@ struct Tiles {
       }
     }
   }
+#ifdef SGL_AVX512
+  // The VECTORS vectors of records rec and rec + 1 (the next block's), one per 256-bit half.
+  static void unpack_pair(const uint8_t* rec, __m512i v[VECTORS]) {
+    const __m128i* data = reinterpret_cast<const __m128i*>(rec);
+    const __m128i* next = reinterpret_cast<const __m128i*>(rec + record_bytes);
+    for (int c = 0; c < VECTORS * Bits / 8; ++c) {
+      const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(data + c)),
+                                                   _mm_loadu_si128(next + c), 1);
+      if constexpr (Bits == 8) {
+        v[c] = _mm512_cvtepi8_epi16(both);
+      } else {
+        const __m512i bytes = _mm512_cvtepu8_epi16(both);
+        v[2 * c] = _mm512_and_si512(bytes, _mm512_set1_epi16(0x0F));
+        v[2 * c + 1] = _mm512_srli_epi16(bytes, 4);
+      }
+    }
+  }
+#endif
   static __m128 scales4(const uint8_t* rec) { return load4(rec + scales_at); }
   static __m128 offsets4(const uint8_t* rec) { return load4(rec + offsets_at); }
   static __m128 load4(const uint8_t* p) {
@@ -275,22 +360,36 @@ __attribute__((always_inline)) inline __m256i madd_add(__m256i sums, __m256i a, 
   return _mm256_add_epi32(sums, _mm256_madd_epi16(a, b));
 #endif
 }
+__attribute__((always_inline)) inline __m256i madd(__m256i a, __m256i b) { return _mm256_madd_epi16(a, b); }
+__attribute__((always_inline)) inline __m256i add32(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
+#ifdef SGL_AVX512
+__attribute__((always_inline)) inline __m512i madd_add(__m512i sums, __m512i a, __m512i b) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(sums, a, b);
+#else
+  return _mm512_add_epi32(sums, _mm512_madd_epi16(a, b));
+#endif
+}
+__attribute__((always_inline)) inline __m512i madd(__m512i a, __m512i b) { return _mm512_madd_epi16(a, b); }
+__attribute__((always_inline)) inline __m512i add32(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
+#endif
 
 // A record's products with one input row's block (`input`: ShuffledInput or LoadedInput), summed
 // lane-wise in two chains of four: lane l holds weight row l % 4's sum over half l / 4's pairs.
 // Each input vector is made where it is used: made all at once, the eight of them spilled the
 // record's vectors at one row (0.95x).
-template <typename Input>
-__attribute__((always_inline)) inline __m256i record_products(const __m256i v[VECTORS], const Input& input) {
-  __m256i even = _mm256_madd_epi16(v[0], input.template at<0>());
-  __m256i odd = _mm256_madd_epi16(v[1], input.template at<1>());
+// With 512-bit vectors (V = __m512i), two records' products with two blocks, one per half.
+template <typename V, typename Input>
+__attribute__((always_inline)) inline V record_products(const V v[VECTORS], const Input& input) {
+  V even = madd(v[0], input.template at<0>());
+  V odd = madd(v[1], input.template at<1>());
   even = madd_add(even, v[2], input.template at<2>());
   odd = madd_add(odd, v[3], input.template at<3>());
   even = madd_add(even, v[4], input.template at<4>());
   odd = madd_add(odd, v[5], input.template at<5>());
   even = madd_add(even, v[6], input.template at<6>());
   odd = madd_add(odd, v[7], input.template at<7>());
-  return _mm256_add_epi32(even, odd);
+  return add32(even, odd);
 }
 
 // Block b's record for ROWS input rows from row m: each row's scaled dot product, then its
@@ -310,12 +409,51 @@ __attribute__((always_inline)) inline void add_record(const uint8_t* rec, const 
     const int64_t at = (m + i) * blocks + b;
     __m256i sums;
     if constexpr (ROWS >= T::repeated_from_rows)
-      sums = record_products(v, LoadedInput{reinterpret_cast<const __m256i*>(x.repeated.data()) + at * VECTORS});
+      sums = record_products(v, LoadedInput<__m256i>{reinterpret_cast<const __m256i*>(x.repeated.data()) +
+                                                     at * VECTORS});
     else
-      sums = record_products(v, ShuffledInput(reinterpret_cast<const __m256i*>(x.pairs.data()) + at * 2));
+      sums = record_products(v, ShuffledInput<__m256i>(reinterpret_cast<const __m256i*>(x.pairs.data()) + at * 2));
     const __m256 step = _mm256_mul_ps(scales, _mm256_set1_ps(x.d[at]));
     acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), step, acc[i]);
     if constexpr (T::has_offset) acc[i] = _mm256_fmadd_ps(offsets, _mm256_set1_ps(x.block_sum[at]), acc[i]);
+  }
+}
+#endif
+
+#ifdef SGL_AVX512
+// add_record for blocks 2p and 2p + 1 at once: the first block's record in the low 256 bits of
+// every vector, the second's in the high 256. Each lane does what add_record does in its place
+// (the same products, conversion, scaling and multiply-adds), so acc[i]'s low half is the even
+// blocks' accumulator and its high half the odd blocks': the same bits, half the instructions.
+template <int ROWS, typename T>
+__attribute__((always_inline)) inline void add_record_pair(const uint8_t* rec, const QuantizedRows& x, int64_t m,
+                                                           int64_t p, int64_t pairs, __m512 (&acc)[ROWS]) {
+  for (int64_t line = 0; line < 2 * T::record_bytes; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(rec + PREFETCH_BYTES + line), _MM_HINT_T0);
+  const uint8_t* next = rec + T::record_bytes;
+  // Each block's 4 scales twice over its half, as add_record's `scales`; offsets in the low
+  // quarter of each half only, as its `offsets`.
+  const __m512i spread = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7);
+  const __m512 scales =
+      _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(_mm256_set_m128(T::scales4(next), T::scales4(rec))));
+  __m512 offsets = _mm512_setzero_ps();
+  if constexpr (T::has_offset)
+    offsets = _mm512_maskz_permutexvar_ps(0x0F0F, spread,
+                                          _mm512_castps256_ps512(_mm256_set_m128(T::offsets4(next), T::offsets4(rec))));
+  __m512i v[VECTORS];
+  T::unpack_pair(rec, v);
+  for (int i = 0; i < ROWS; ++i) {
+    const int64_t at = (m + i) * pairs + p;
+    __m512i sums;
+    if constexpr (ROWS >= T::repeated_from_rows)
+      sums = record_products(v, LoadedInput<__m512i>{reinterpret_cast<const __m512i*>(x.pair_repeated.data()) +
+                                                     at * VECTORS});
+    else
+      sums = record_products(v, ShuffledInput<__m512i>(reinterpret_cast<const __m512i*>(x.pair_pairs.data()) +
+                                                       at * 2));
+    const __m512 step = _mm512_mul_ps(scales, _mm512_load_ps(x.pair_d[at].lanes));
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), step, acc[i]);
+    if constexpr (T::has_offset) acc[i] = _mm512_fmadd_ps(offsets, _mm512_load_ps(x.pair_sum[at].lanes), acc[i]);
   }
 }
 #endif
@@ -339,6 +477,20 @@ void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, in
   __m256 acc[2][ROWS];  // the even blocks', then the odd blocks'
   for (int i = 0; i < ROWS; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
   const uint8_t* rec = w.record(t, 0);
+#ifdef SGL_AVX512
+  {
+    __m512 both[ROWS];
+    for (int i = 0; i < ROWS; ++i) both[i] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2, rec += 2 * T::record_bytes)
+      add_record_pair<ROWS, T>(rec, x, m, b / 2, blocks / 2, both);
+    for (int i = 0; i < ROWS; ++i) {
+      acc[0][i] = _mm512_castps512_ps256(both[i]);
+      acc[1][i] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(both[i]), 1));
+    }
+    if (b < blocks) add_record<ROWS, T>(rec, x, m, b, blocks, acc[0]);
+  }
+#else
   if constexpr (ROWS > 1) {
     int64_t b = 0;
     for (; b + 2 <= blocks; b += 2, rec += 2 * T::record_bytes) {
@@ -350,6 +502,7 @@ void tile(const T& w, const QuantizedRows& x, int64_t m, int64_t t, float* y, in
     // One row: a record at a time (with the shuffled input, pairs measured 0.97x: more spills).
     for (int64_t b = 0; b < blocks; ++b, rec += T::record_bytes) add_record<ROWS, T>(rec, x, m, b, blocks, acc[b & 1]);
   }
+#endif
   for (int i = 0; i < ROWS; ++i) {
     const __m256 both = _mm256_add_ps(acc[0][i], acc[1][i]);
     _mm_storeu_ps(out[i], _mm_add_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1)));
