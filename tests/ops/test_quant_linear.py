@@ -162,6 +162,29 @@ def test_a_rows_output_does_not_depend_on_the_other_rows(fmt: str, rows: int, sp
     assert torch.equal(parts, kernel(x, w))
 
 
+@pytest.mark.parametrize("fmt", ["int4_g32", "int8_channel"])
+@pytest.mark.parametrize("rows", [1, 3, 8, 9])
+def test_the_thread_count_does_not_change_the_bits(fmt: str, rows: int) -> None:
+    """Every tile of a call is computed once, by whichever thread takes it: below 9 rows each
+    thread streams its own share, then takes chunks from the back of the others' (chunk_queue.h);
+    from 9 rows the chunks are queued. Many calls, so a claim that two threads both took or that
+    none did (a tile skipped leaves the output's uninitialized memory) shows."""
+    gen = torch.Generator().manual_seed(rows)
+    w = quantize(torch.randn(2052, 128, generator=gen), WeightFormat.parse(fmt))
+    x = torch.randn(rows, 128, generator=gen)
+    kernel = load(quantized_candidates(fmt)[0])
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        expected = kernel(x, w)
+        for threads in (2, 3):
+            torch.set_num_threads(threads)
+            for _ in range(30):
+                assert torch.equal(kernel(x, w), expected), f"{threads} threads"
+    finally:
+        torch.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_no_rows_give_an_empty_output(fmt: str) -> None:
     """A step that needs no logits (max_new_tokens 0) calls lm_head on zero rows."""

@@ -147,8 +147,9 @@ void weighted_values(const float* p, const float* v, const int64_t* slots, int64
 // Tokens a task attends: a row's context is cut into chunks of this many (the last shorter), each
 // a task per KV head, then the chunks' partial softmaxes are merged. A fixed length, so a row's
 // output depends on its own context only, not on the batch or the thread count; a row of at most
-// one chunk is attended in one piece, with no merge.
-constexpr int64_t CHUNK = 128;
+// one chunk is attended in one piece, with no merge. 64, not 128: a one-row step of 65-128 tokens
+// (a short chat's) then has 6 tasks for 2 threads, not 3.
+constexpr int64_t CHUNK = 64;
 // Within a task, the group's query heads go over blocks of this many tokens in turn, so each
 // block's K and V rows are read from memory once for the whole group.
 constexpr int64_t TOKEN_BLOCK = 32;

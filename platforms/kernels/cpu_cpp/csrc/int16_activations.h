@@ -541,8 +541,9 @@ constexpr int ROW_BLOCK = 4;
 constexpr int64_t TILE_CHUNK = 16;
 // From this many rows the chunks are handed to threads as they ask (chunk_queue.h), so a thread
 // that another process preempts holds back one chunk, not half the call. Below it the kernel
-// streams the records from memory, and a contiguous half per thread keeps each stream (and its
-// prefetches) unbroken: the queue measured 0.5x at one row, two threads.
+// streams the records from memory, and a contiguous share per thread keeps each stream (and its
+// prefetches) unbroken (the queue measured 0.5x at one row, two threads); a thread done with its
+// share takes from the back of the other's (`for_each_chunk_stealing`).
 constexpr int64_t QUEUE_FROM_ROWS = 2 * ROW_BLOCK + 1;
 
 template <typename T>
@@ -563,11 +564,14 @@ void matmul(const float* x, int64_t M, const T& w, int64_t N, float* y) {
       }
     }
   };
-  // Enough tiles per task to amortize scheduling, few enough to balance across threads; for the
-  // queue, at least 8 chunks per thread, so the last one a thread takes is a small share.
-  const int64_t grain = std::max<int64_t>(1, std::min<int64_t>(64, tiles / (4 * at::get_num_threads())));
-  if (M < QUEUE_FROM_ROWS) return at::parallel_for(0, tiles, grain, tiles_from);
-  const int64_t queued = std::max<int64_t>(1, std::min<int64_t>(TILE_CHUNK, tiles / (8 * at::get_num_threads())));
+  // Claims of at most 1/16 of a thread's share, so the last one a thread takes is small; the
+  // queue hands out at least 8 chunks per thread.
+  const int64_t threads = at::get_num_threads();
+  if (M < QUEUE_FROM_ROWS) {
+    const int64_t claimed = std::max<int64_t>(1, std::min<int64_t>(TILE_CHUNK, tiles / (16 * threads)));
+    return sgl_chunk_queue::for_each_chunk_stealing(tiles, claimed, tiles_from);
+  }
+  const int64_t queued = std::max<int64_t>(1, std::min<int64_t>(TILE_CHUNK, tiles / (8 * threads)));
   sgl_chunk_queue::for_each_chunk(tiles, queued, tiles_from);
 }
 
