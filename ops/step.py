@@ -9,7 +9,8 @@ both `runtime/` and `platforms/`, so neither imports the other to run a step.
 Invariants every runner keeps:
 - `run` returns float32 logits of exactly `step.logit_rows`, and the KV buffers to use next (the
   same tensors on in-place devices, new ones on functional devices: the given ones may then
-  have been donated);
+  have been donated); the logits are the caller's until the runner's next `run`, which may
+  overwrite them (a captured step's static output, as upstream's CUDA graph runner returns);
 - a step that cannot run raises; `StepError` means the buffers given are still valid, any other
   exception means the step's own new slots may hold garbage (the caller frees them);
 - which runner serves a step never changes its results beyond kernel rounding.

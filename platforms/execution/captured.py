@@ -20,8 +20,10 @@ tokens replays the `n`-row bucket instead of running eagerly.
 
 Invariants: a bucket is captured at most once; between replays only buffer contents change,
 never which tensors the step reads; a padded row never writes outside the scratch slot and its
-logits never leave `run`; a step the static buffers cannot hold (`CaptureLimits.admits`) runs
-eagerly and is counted in `stats.static_fallbacks`, so no schedule can overflow them.
+logits never leave `run`; the logits `run` returns may be a view of the replay's output, which
+the next replay overwrites (as the step contract allows); a step the static buffers cannot hold
+(`CaptureLimits.admits`) runs eagerly and is counted in `stats.static_fallbacks`, so no schedule
+can overflow them.
 """
 
 from __future__ import annotations
@@ -104,6 +106,10 @@ class CapturedStepRunner:
         own static buffers (its attributes, set by `init_capture`) hold the window pool's slot
         lists, made at the first such step. Metadata alone comes from it; the backend runs every
         layer."""
+        self.first_rows = torch.arange(policy.largest, dtype=torch.long)
+        """A plain decode step's `logit_rows` (every row, in order): its logits are then the first
+        rows of the replay's own output, returned as they are (a copy of them cost more than the
+        rest of the step's host work)."""
         self._replays: dict[tuple[int, bool], BucketStep] = {}
         """Per (bucket, with LoRA): a step captured with LoRA reads `lora_slots`; padded rows
         use slot 0 (no adapter). A step whose rows are all the base model's replays the one
@@ -141,8 +147,11 @@ class CapturedStepRunner:
         if self.window_backend is not None:
             self.window_backend.replay_metadata(bucket, padded.for_window())
         logits, kv_buffers = replay(kv_buffers)
+        rows = step.logit_rows
+        if torch.equal(rows, self.first_rows[: rows.numel()]):
+            return logits[: rows.numel()], kv_buffers
         # index_select: advanced indexing takes a general path that costs more than the row copy
-        return logits.index_select(0, step.logit_rows.to(logits.device)), kv_buffers
+        return logits.index_select(0, rows.to(logits.device)), kv_buffers
 
     def _capture(
         self, bucket: int, padded: AttentionInputs, kv_buffers: list[torch.Tensor], with_lora: bool

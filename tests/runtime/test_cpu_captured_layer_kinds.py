@@ -73,7 +73,7 @@ def _decode(runner: ModelRunner, prompts: list[list[int]], steps: int) -> tuple[
         for seq, token in zip(tokens, logits.argmax(-1).tolist()):
             seq.append(token)
         logits = runner.forward(_step(tokens, [1] * len(tokens)))
-        seen.append(logits)
+        seen.append(logits.clone())  # the next forward may overwrite them (the step contract)
     return tokens, torch.stack(seen)
 
 
